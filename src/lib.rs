@@ -1,0 +1,3 @@
+//! gateway-dns: DNS governance for the Kubernetes Gateway API.
+//!
+//! Data flows one way: sources → index → engine → (admission | plan → provider).
