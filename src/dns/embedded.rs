@@ -1,0 +1,2 @@
+#[derive(Debug, thiserror::Error)]
+pub enum Error {}
