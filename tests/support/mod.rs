@@ -1,0 +1,7 @@
+//! Shared support for the end-to-end tests: real servers started on loopback, killed on Drop.
+#![allow(dead_code)]
+
+pub mod bind;
+pub mod dig;
+pub mod net;
+pub mod pdns;
