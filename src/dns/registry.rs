@@ -18,8 +18,9 @@ const OWNER_KEY: &str = "owner";
 const RESOURCE_KEY: &str = "resource";
 
 /// The prefixes external-dns's mapper recognises (it manages more types than we do; a TXT
-/// named `mx-…` belongs to an MX record, not to a record named `mx-…`).
-const EXTERNAL_DNS_TYPE_PREFIXES: [&str; 7] = ["a", "aaaa", "cname", "ns", "mx", "srv", "naptr"];
+/// named `mx-…` belongs to an MX record, not to a record named `mx-…`), plus `txt`, which
+/// external-dns writes for TXT records but does not read back; we do, for our own TXT records.
+const TYPE_PREFIXES: [&str; 8] = ["a", "aaaa", "cname", "txt", "ns", "mx", "srv", "naptr"];
 
 /// Labels parsed from one ownership TXT value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,14 +93,13 @@ pub enum Covers {
 
 /// Reverse of [`txt_name`], reading the legacy layout too.
 pub fn covered_by(txt_name: &str) -> Covers {
-    if let Some((first, _)) = txt_name.split_once('-') {
-        if EXTERNAL_DNS_TYPE_PREFIXES.contains(&first) {
-            let rest = &txt_name[first.len() + 1..];
-            return match first.to_ascii_uppercase().parse::<RecordType>() {
-                Ok(record_type) => Covers::Record(rest.to_string(), record_type),
-                Err(_) => Covers::OtherType,
-            };
-        }
+    if let Some((first, rest)) = txt_name.split_once('-')
+        && TYPE_PREFIXES.contains(&first)
+    {
+        return match first.to_ascii_uppercase().parse::<RecordType>() {
+            Ok(record_type) => Covers::Record(rest.to_string(), record_type),
+            Err(_) => Covers::OtherType,
+        };
     }
     Covers::Legacy(txt_name.to_string())
 }
@@ -255,6 +255,10 @@ mod tests {
             Covers::Record("*.example.com".into(), RecordType::AAAA)
         );
         assert_eq!(covered_by("mx-example.com"), Covers::OtherType);
+        assert_eq!(
+            covered_by("txt-note.example.com"),
+            Covers::Record("note.example.com".into(), RecordType::TXT)
+        );
         assert_eq!(
             covered_by("app.example.com"),
             Covers::Legacy("app.example.com".into())

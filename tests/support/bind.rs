@@ -105,13 +105,13 @@ zone "{zone}" {{
             &format!("BIND on {addr} (log: {})", log_path.display()),
             Duration::from_secs(20),
             || {
-                if let Some(child) = self.child.as_mut() {
-                    if let Ok(Some(status)) = child.try_wait() {
-                        panic!(
-                            "named exited with {status}: {}",
-                            fs::read_to_string(&log_path).unwrap_or_default()
-                        );
-                    }
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    panic!(
+                        "named exited with {status}: {}",
+                        fs::read_to_string(&log_path).unwrap_or_default()
+                    );
                 }
                 dig::query(addr, &zone, "SOA", false).status == "NOERROR"
                     && dig::query(addr, &zone, "SOA", true).status == "NOERROR"

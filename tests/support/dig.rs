@@ -50,12 +50,17 @@ impl Answer {
 
 /// Query `server` for `name`/`rtype` over UDP (or TCP with `tcp`).
 pub fn query(server: SocketAddr, name: &str, rtype: &str, tcp: bool) -> Answer {
+    query_with(server, name, rtype, &[if tcp { "+tcp" } else { "+notcp" }])
+}
+
+/// Query with extra dig options (e.g. `+ignore` to see a truncated UDP answer as is).
+pub fn query_with(server: SocketAddr, name: &str, rtype: &str, options: &[&str]) -> Answer {
     let dig = require_binary("dig", "bind9-dnsutils");
     let output = Command::new(dig)
         .arg(format!("@{}", server.ip()))
         .arg("-p")
         .arg(server.port().to_string())
-        .arg(if tcp { "+tcp" } else { "+notcp" })
+        .args(options)
         .args(["+norec", "+noall", "+comments", "+answer", "+authority"])
         .args(["+time=2", "+tries=1"])
         .arg(name)

@@ -105,13 +105,13 @@ impl Pdns {
         let log_path = pdns.log_path();
         let zone = zone.to_string();
         wait_until("PowerDNS", Duration::from_secs(20), || {
-            if let Some(child) = pdns.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!(
-                        "pdns_server exited with {status}: {}",
-                        fs::read_to_string(&log_path).unwrap_or_default()
-                    );
-                }
+            if let Some(child) = pdns.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "pdns_server exited with {status}: {}",
+                    fs::read_to_string(&log_path).unwrap_or_default()
+                );
             }
             TcpStream::connect_timeout(&api, Duration::from_millis(200)).is_ok()
                 && dig::query(addr, &zone, "SOA", false).status == "NOERROR"
