@@ -74,10 +74,64 @@ pub fn parse_ownership(value: &str) -> Option<Labels> {
     })
 }
 
-/// Name of the ownership TXT record for `dns_name`/`record_type` (external-dns's new format).
+/// Name of the ownership TXT record for `dns_name`/`record_type` (external-dns's new format,
+/// without `--txt-wildcard-replacement`).
 pub fn txt_name(dns_name: &str, record_type: RecordType) -> String {
     let prefix = record_type.as_str().to_ascii_lowercase();
     format!("{prefix}-{dns_name}")
+}
+
+/// The registry's settings: our owner id, and external-dns's `--txt-wildcard-replacement`
+/// (many providers, PowerDNS among them, reject a `*` inside a label such as `a-*.example.com`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxtRegistry {
+    pub owner_id: String,
+    pub wildcard_replacement: Option<String>,
+}
+
+impl TxtRegistry {
+    pub fn new(owner_id: impl Into<String>) -> Self {
+        TxtRegistry {
+            owner_id: owner_id.into(),
+            wildcard_replacement: None,
+        }
+    }
+
+    pub fn with_wildcard_replacement(mut self, replacement: Option<String>) -> Self {
+        self.wildcard_replacement = replacement
+            .map(|r| r.to_ascii_lowercase())
+            .filter(|r| !r.is_empty());
+        self
+    }
+
+    /// The name under which the registry knows `dns_name` (the leading `*` replaced).
+    pub fn registry_name<'n>(&self, dns_name: &'n str) -> std::borrow::Cow<'n, str> {
+        match (&self.wildcard_replacement, dns_name.strip_prefix("*.")) {
+            (Some(replacement), Some(rest)) => format!("{replacement}.{rest}").into(),
+            _ => dns_name.into(),
+        }
+    }
+
+    /// The records a registry name may stand for: itself, and the wildcard it replaced.
+    pub fn record_names(&self, registry_name: &str) -> Vec<String> {
+        let mut names = vec![registry_name.to_string()];
+        if let Some(replacement) = &self.wildcard_replacement
+            && let Some(rest) = registry_name
+                .strip_prefix(replacement.as_str())
+                .and_then(|r| r.strip_prefix('.'))
+        {
+            names.push(format!("*.{rest}"));
+        }
+        names
+    }
+
+    pub fn txt_name(&self, dns_name: &str, record_type: RecordType) -> String {
+        txt_name(&self.registry_name(dns_name), record_type)
+    }
+
+    pub fn value(&self, resource: Option<&str>) -> String {
+        ownership_value(&self.owner_id, resource)
+    }
 }
 
 /// What an ownership TXT record's name says it covers.
@@ -114,8 +168,9 @@ pub struct Owner {
 }
 
 /// Ownership of every record, read from the TXT records of a listing.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OwnershipIndex {
+    registry: TxtRegistry,
     by_record: BTreeMap<(String, RecordType), Owner>,
     legacy_by_name: BTreeMap<String, Owner>,
     /// TXT names holding at least one heritage value, with those values parsed.
@@ -123,8 +178,13 @@ pub struct OwnershipIndex {
 }
 
 impl OwnershipIndex {
-    pub fn from_records(records: &[Endpoint]) -> Self {
-        let mut index = OwnershipIndex::default();
+    pub fn from_records(records: &[Endpoint], registry: &TxtRegistry) -> Self {
+        let mut index = OwnershipIndex {
+            registry: registry.clone(),
+            by_record: BTreeMap::new(),
+            legacy_by_name: BTreeMap::new(),
+            registry_txt: BTreeMap::new(),
+        };
         for record in records.iter().filter(|r| r.record_type == RecordType::TXT) {
             let parsed: Vec<(String, Labels)> = record
                 .targets
@@ -157,6 +217,8 @@ impl OwnershipIndex {
     /// The owner of the record `name`/`record_type`: the new format first, then the legacy one
     /// (which external-dns never applies to AAAA).
     pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<&Owner> {
+        let name = self.registry.registry_name(name);
+        let name = name.as_ref();
         self.by_record
             .get(&(name.to_string(), record_type))
             .or_else(|| {
@@ -270,6 +332,26 @@ mod tests {
     }
 
     #[test]
+    fn wildcard_replacement_maps_both_ways() {
+        let registry = TxtRegistry::new("gw").with_wildcard_replacement(Some("Any".into()));
+        assert_eq!(
+            registry.txt_name("*.example.com", RecordType::A),
+            "a-any.example.com"
+        );
+        assert_eq!(
+            registry.record_names("any.example.com"),
+            ["any.example.com", "*.example.com"]
+        );
+        let records = vec![Endpoint::new(
+            "a-any.example.com",
+            RecordType::TXT,
+            [ownership_value("gw", None)],
+        )];
+        let index = OwnershipIndex::from_records(&records, &registry);
+        assert!(index.owner_of("*.example.com", RecordType::A).is_some());
+    }
+
+    #[test]
     fn index_prefers_new_format_and_skips_legacy_for_aaaa() {
         let records = vec![
             Endpoint::new(
@@ -283,7 +365,7 @@ mod tests {
                 [ownership_value("old", None), "v=spf1 -all".to_string()],
             ),
         ];
-        let index = OwnershipIndex::from_records(&records);
+        let index = OwnershipIndex::from_records(&records, &TxtRegistry::new("x"));
         assert_eq!(
             index
                 .owner_of("app.example.com", RecordType::A)

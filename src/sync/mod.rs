@@ -16,8 +16,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info, warn};
 
+use crate::dns::registry::TxtRegistry;
 use crate::dns::{self, Endpoint, Provider};
-pub use plan::{BlockReason, Blocked, Plan, Policy, plan};
+pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 
 /// Where the desired records come from (the engine, a file, a test closure).
 pub trait DesiredSource: Send + Sync {
@@ -37,6 +38,9 @@ where
 pub struct SyncConfig {
     /// The registry owner id (`--txt-owner-id`).
     pub owner_id: String,
+    /// external-dns's `--txt-wildcard-replacement` (needed by providers that reject `*` inside
+    /// a label, PowerDNS among them).
+    pub txt_wildcard_replacement: Option<String>,
     pub policy: Policy,
     /// The managed zones (lower-case, no trailing dot).
     pub zones: Vec<String>,
@@ -54,6 +58,7 @@ impl SyncConfig {
     pub fn new(owner_id: impl Into<String>, zones: Vec<String>) -> Self {
         SyncConfig {
             owner_id: owner_id.into(),
+            txt_wildcard_replacement: None,
             policy: Policy::Sync,
             zones: zones.iter().map(|z| dns::normalize_name(z)).collect(),
             interval: Duration::from_secs(60),
@@ -158,10 +163,12 @@ impl Syncer {
     async fn compute(&self) -> Result<Plan, Error> {
         let current = self.provider.records().await.map_err(Error::Listing)?;
         let desired = self.source.desired();
-        Ok(plan(
+        let registry = TxtRegistry::new(self.config.owner_id.clone())
+            .with_wildcard_replacement(self.config.txt_wildcard_replacement.clone());
+        Ok(plan_with(
             &desired,
             &current,
-            &self.config.owner_id,
+            &registry,
             self.config.policy,
             &self.config.zones,
         ))

@@ -9,7 +9,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::dns::registry::{self, OwnershipIndex};
+use crate::dns::registry::{OwnershipIndex, TxtRegistry};
 use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, normalize_name, zone_of};
 
 /// What the sync may do to records it owns.
@@ -155,8 +155,20 @@ pub fn plan(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
+    plan_with(desired, current, &TxtRegistry::new(owner_id), policy, zones)
+}
+
+/// [`plan`] with the registry's full settings (wildcard replacement).
+pub fn plan_with(
+    desired: &[Endpoint],
+    current: &[Endpoint],
+    registry: &TxtRegistry,
+    policy: Policy,
+    zones: &[String],
+) -> Plan {
+    let owner_id = registry.owner_id.as_str();
     let zones: Vec<String> = zones.iter().map(|z| normalize_name(z)).collect();
-    let index = OwnershipIndex::from_records(current);
+    let index = OwnershipIndex::from_records(current, registry);
     let mut result = Plan::default();
 
     let mut current_by_key: BTreeMap<(String, RecordType), &Endpoint> = BTreeMap::new();
@@ -216,7 +228,7 @@ pub fn plan(
 
     let mut txt_edits: BTreeMap<String, TxtEdit> = BTreeMap::new();
     let mut claim = |txt_name: String, resource: Option<&str>| {
-        let value = registry::ownership_value(owner_id, resource);
+        let value = registry.value(resource);
         let edit = txt_edits.entry(txt_name.clone()).or_default();
         for (raw, labels) in index.registry_values(&txt_name) {
             if labels.owner == owner_id && *raw != value {
@@ -230,7 +242,7 @@ pub fn plan(
 
     for ((name, record_type), endpoint) in &wanted {
         let (name, record_type) = (name.as_str(), *record_type);
-        let txt_name = registry::txt_name(name, record_type);
+        let txt_name = registry.txt_name(name, record_type);
         if zone_of(&txt_name, &zones) != zone_of(name, &zones) {
             result.blocked.push(blocked(
                 endpoint,
@@ -313,7 +325,7 @@ pub fn plan(
         if let Some(record) = data_record(name, *record_type) {
             deletes.push(record.clone());
         }
-        release(&registry::txt_name(name, *record_type));
+        release(&registry.txt_name(name, *record_type));
     }
     if policy.allows_delete() {
         // Legacy ownership records of ours at names we no longer publish anything at.
@@ -328,12 +340,12 @@ pub fn plan(
             }
         }
         // Ownership records of ours whose record is gone and not wanted.
-        for ((name, record_type), owner) in index.owned_new_format(owner_id) {
-            let key = (name.clone(), *record_type);
-            if !wanted.contains_key(&key)
-                && data_record(name, *record_type).is_none()
-                && zone_of(&owner.txt_name, &zones).is_some()
-            {
+        for ((registry_name, record_type), owner) in index.owned_new_format(owner_id) {
+            let in_use = registry.record_names(registry_name).iter().any(|name| {
+                wanted.contains_key(&(name.clone(), *record_type))
+                    || data_record(name, *record_type).is_some()
+            });
+            if !in_use && zone_of(&owner.txt_name, &zones).is_some() {
                 release(&owner.txt_name);
             }
         }
@@ -436,7 +448,7 @@ fn differs(existing: &Endpoint, wanted: &Endpoint) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dns::registry::ownership_value;
+    use crate::dns::registry::{self, ownership_value};
 
     const OWNER: &str = "gw";
 
@@ -798,6 +810,30 @@ mod tests {
         assert_eq!(
             names(&plan.changes.create),
             ["a-*.example.com TXT", "*.example.com A"]
+        );
+    }
+
+    #[test]
+    fn wildcard_replacement_names_ownership_and_keeps_it() {
+        let registry = TxtRegistry::new(OWNER).with_wildcard_replacement(Some("any".into()));
+        let desired = [a("*.example.com", "192.0.2.1")];
+        let created = plan_with(&desired, &[], &registry, Policy::Sync, &zones());
+        assert_eq!(
+            names(&created.changes.create),
+            ["a-any.example.com TXT", "*.example.com A"]
+        );
+        let current: Vec<Endpoint> = created
+            .changes
+            .create
+            .iter()
+            .map(|e| e.clone().with_ttl(300))
+            .collect();
+        let steady = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
+        assert!(steady.is_empty() && steady.blocked.is_empty(), "{steady:?}");
+        let gone = plan_with(&[], &current, &registry, Policy::Sync, &zones());
+        assert_eq!(
+            names(&gone.changes.delete),
+            ["*.example.com A", "a-any.example.com TXT"]
         );
     }
 
