@@ -407,6 +407,29 @@ mod tests {
     }
 
     #[test]
+    fn secrets_come_from_a_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "  c2VjcmV0\n").unwrap();
+        let source = SecretSource::pick(Some(path.clone()), "UNUSED");
+        assert_eq!(source.load().unwrap(), "c2VjcmV0");
+        std::fs::write(&path, "\n").unwrap();
+        assert!(matches!(source.load(), Err(Error::EmptySecretFile(_))));
+        let missing = SecretSource::pick(None, "GATEWAY_DNS_TEST_SURELY_UNSET_VARIABLE");
+        let err = missing.load().unwrap_err().to_string();
+        assert!(
+            err.contains("GATEWAY_DNS_TEST_SURELY_UNSET_VARIABLE"),
+            "{err}"
+        );
+        let key = rfc2136::TsigKey::load(
+            "k",
+            rfc2136::TsigAlgorithmName::HmacSha256,
+            &SecretSource::File(dir.path().join("absent")),
+        );
+        assert!(matches!(key, Err(Error::SecretFile { .. })));
+    }
+
+    #[test]
     fn record_type_parses_case_insensitively() {
         assert_eq!("aaaa".parse::<RecordType>().unwrap(), RecordType::AAAA);
         assert!("MX".parse::<RecordType>().is_err());

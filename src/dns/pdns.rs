@@ -18,6 +18,9 @@ use tokio::time::timeout;
 
 use super::{Changes, Endpoint, Provider, RecordType, normalize_name, zone_of};
 
+/// Environment variable read for the API key when no key file is given.
+pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
+
 /// Largest API answer read (a zone listing of many thousand records fits easily).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -58,6 +61,15 @@ impl PdnsConfig {
             batch_size: 500,
         }
     }
+
+    /// Configuration whose API key is read from a file or an environment variable.
+    pub fn load(
+        api_url: impl Into<String>,
+        api_key: &super::SecretSource,
+        zones: Vec<String>,
+    ) -> Result<Self, super::Error> {
+        Ok(Self::new(api_url, api_key.load()?, zones))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +101,12 @@ pub enum Error {
     Encode(serde_json::Error),
     #[error("{0} is in none of the managed zones")]
     OutsideZones(String),
+    #[error("{failed} of {total} RRset changes were rejected; first: {first}")]
+    Partial {
+        failed: usize,
+        total: usize,
+        first: Box<Error>,
+    },
 }
 
 pub struct PdnsProvider {
@@ -121,8 +139,8 @@ struct RecordBody {
 }
 
 #[derive(Serialize)]
-struct PatchBody {
-    rrsets: Vec<PatchRrset>,
+struct PatchBody<'a> {
+    rrsets: &'a [PatchRrset],
 }
 
 #[derive(Serialize)]
@@ -283,17 +301,42 @@ impl PdnsProvider {
             });
         }
         let batch_size = self.config.batch_size.max(1);
-        for (zone, mut rrsets) in per_zone {
+        let total = changes.len();
+        let mut rejected = Vec::new();
+        for (zone, rrsets) in per_zone {
             let url = self.zone_url(zone);
-            while !rrsets.is_empty() {
-                let rest = rrsets.split_off(batch_size.min(rrsets.len()));
-                let body = serde_json::to_vec(&PatchBody { rrsets }).map_err(Error::Encode)?;
-                self.request(Method::PATCH, &url, Some(body)).await?;
-                rrsets = rest;
+            // A PATCH is all-or-nothing: one RRset PowerDNS rejects (HTTP 422) would hold back
+            // the batch, so a rejected batch is split in halves until the culprit is isolated.
+            let mut pending: Vec<&[PatchRrset]> = rrsets.chunks(batch_size).rev().collect();
+            while let Some(batch) = pending.pop() {
+                let body =
+                    serde_json::to_vec(&PatchBody { rrsets: batch }).map_err(Error::Encode)?;
+                match self.request(Method::PATCH, &url, Some(body)).await {
+                    Ok(_) => {}
+                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
+                        let (first, second) = batch.split_at(batch.len() / 2);
+                        pending.push(second);
+                        pending.push(first);
+                    }
+                    Err(err) if is_content_error(&err) => rejected.push(err),
+                    Err(err) => return Err(err),
+                }
             }
         }
-        Ok(())
+        match rejected.len() {
+            0 => Ok(()),
+            failed => Err(Error::Partial {
+                failed,
+                total,
+                first: Box::new(rejected.swap_remove(0)),
+            }),
+        }
     }
+}
+
+/// PowerDNS answers 422 when it rejects the content of a change (a name, a conflict).
+fn is_content_error(err: &Error) -> bool {
+    matches!(err, Error::Api { status, .. } if *status == StatusCode::UNPROCESSABLE_ENTITY)
 }
 
 impl Provider for PdnsProvider {

@@ -23,6 +23,9 @@ use tokio::time::timeout;
 
 use super::{Changes, Endpoint, Provider, group_records, wire_name, wire_records, zone_of};
 
+/// Environment variable read for the TSIG secret when no secret file is given.
+pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
+
 /// Clock skew the server may accept (seconds), as `nsupdate` uses.
 const TSIG_FUDGE: u16 = 300;
 /// Upper bound on AXFR messages for one zone (guards against a server that never ends).
@@ -92,6 +95,15 @@ impl fmt::Debug for TsigKey {
 }
 
 impl TsigKey {
+    /// Key whose base64 secret is read from a file or an environment variable.
+    pub fn load(
+        name: &str,
+        algorithm: TsigAlgorithmName,
+        secret: &super::SecretSource,
+    ) -> Result<Self, super::Error> {
+        Ok(Self::from_base64(name, algorithm, &secret.load()?)?)
+    }
+
     /// `secret_base64` as in a BIND `key` statement or `tsig-keygen` output.
     pub fn from_base64(
         name: &str,
@@ -179,6 +191,14 @@ pub enum Error {
         server: SocketAddr,
         operation: String,
         detail: String,
+        /// The server objected to the content (a prerequisite, a name), not to who we are.
+        content: bool,
+    },
+    #[error("{failed} of {total} RRset changes were rejected; first: {first}")]
+    Partial {
+        failed: usize,
+        total: usize,
+        first: Box<Error>,
     },
     #[error("DNS server {server}: bad response to the {operation}: {detail}")]
     BadResponse {
@@ -328,6 +348,16 @@ impl Rfc2136Provider {
             .map(|error| format!("{error:?}").to_ascii_uppercase());
         let rcode = message.metadata.response_code;
         if rcode != ResponseCode::NoError || tsig_error.is_some() {
+            let content = tsig_error.is_none()
+                && matches!(
+                    rcode,
+                    ResponseCode::YXRRSet
+                        | ResponseCode::NXRRSet
+                        | ResponseCode::YXDomain
+                        | ResponseCode::NXDomain
+                        | ResponseCode::NotZone
+                        | ResponseCode::FormErr
+                );
             let detail = match tsig_error {
                 Some(tsig) => format!("TSIG {tsig}/{}", rcode_name(rcode)),
                 None => rcode_name(rcode),
@@ -336,6 +366,7 @@ impl Rfc2136Provider {
                 server,
                 operation: operation.to_string(),
                 detail,
+                content,
             });
         }
         if let Some(verifier) = verifier {
@@ -439,21 +470,65 @@ impl Rfc2136Provider {
         }
         let mut stream = self.connect().await?;
         let batch_size = self.config.batch_size.max(1);
+        let total = changes.len();
+        let mut rejected: Vec<Error> = Vec::new();
         for (zone, operations) in per_zone {
             let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
-            let operation = format!("update of zone {zone}");
-            for batch in operations.chunks(batch_size) {
-                let mut message = self.update_message(&zone_name, batch)?;
-                let request_id = message.metadata.id;
-                let (bytes, mut verifier) = self.seal(&mut message)?;
-                self.stats.update_messages.fetch_add(1, Ordering::Relaxed);
-                self.send(&mut stream, &bytes, &operation).await?;
-                let answer = self.receive(&mut stream, &operation).await?;
-                self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
+            let label = format!("update of zone {zone}");
+            // Work list of batches, in order. A batch the server rejects for its content is
+            // split in halves, so one bad change cannot hold back the others.
+            let mut pending: Vec<&[Operation<'_>]> = operations.chunks(batch_size).rev().collect();
+            while let Some(batch) = pending.pop() {
+                match self
+                    .send_update(&mut stream, &zone_name, batch, &label)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
+                        let (first, second) = batch.split_at(batch.len() / 2);
+                        pending.push(second);
+                        pending.push(first);
+                    }
+                    Err(err) if is_content_error(&err) => rejected.push(err),
+                    Err(err) => return Err(err),
+                }
             }
         }
+        match rejected.len() {
+            0 => Ok(()),
+            failed => Err(Error::Partial {
+                failed,
+                total,
+                first: Box::new(rejected.swap_remove(0)),
+            }),
+        }
+    }
+
+    async fn send_update(
+        &self,
+        stream: &mut TcpStream,
+        zone_name: &Name,
+        batch: &[Operation<'_>],
+        label: &str,
+    ) -> Result<(), Error> {
+        let mut message = self.update_message(zone_name, batch)?;
+        let request_id = message.metadata.id;
+        let (bytes, mut verifier) = self.seal(&mut message)?;
+        self.stats.update_messages.fetch_add(1, Ordering::Relaxed);
+        self.send(stream, &bytes, label).await?;
+        let answer = self.receive(stream, label).await?;
+        self.check_answer(&answer, request_id, verifier.as_mut(), label)?;
         Ok(())
     }
+}
+
+/// Errors about the changes themselves (worth isolating), as opposed to transport or
+/// authentication failures (which stop the whole apply).
+fn is_content_error(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::Refused { content: true, .. } | Error::Encode(_) | Error::InvalidTarget(_)
+    )
 }
 
 impl Provider for Rfc2136Provider {

@@ -125,6 +125,8 @@ pub struct Syncer {
     config: SyncConfig,
     metrics: Arc<SyncMetrics>,
     write_gate: Option<watch::Receiver<bool>>,
+    /// Blocked records already reported, so each is logged once, not every pass.
+    reported_blocked: std::sync::Mutex<Vec<Blocked>>,
 }
 
 impl Syncer {
@@ -139,6 +141,7 @@ impl Syncer {
             config,
             metrics: Arc::new(SyncMetrics::default()),
             write_gate: None,
+            reported_blocked: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -203,9 +206,7 @@ impl Syncer {
 
     async fn pass_inner(&self) -> Result<PassReport, Error> {
         let plan = self.compute().await?;
-        for blocked in &plan.blocked {
-            warn!(record = %blocked, "DNS record not published");
-        }
+        self.report_blocked(&plan.blocked);
         if plan.is_empty() {
             debug!("DNS in sync, nothing to change");
             return Ok(PassReport {
@@ -247,6 +248,16 @@ impl Syncer {
             applied: planned,
             withheld: None,
         })
+    }
+
+    fn report_blocked(&self, blocked: &[Blocked]) {
+        let Ok(mut reported) = self.reported_blocked.lock() else {
+            return;
+        };
+        for item in blocked.iter().filter(|b| !reported.contains(b)) {
+            warn!(record = %item, "DNS record not published");
+        }
+        *reported = blocked.to_vec();
     }
 
     /// The `--once` mode: one pass, then a fresh listing to tell whether it converged.

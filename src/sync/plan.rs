@@ -68,6 +68,9 @@ pub enum BlockReason {
     OutsideZones,
     /// The ownership TXT name falls outside the record's zone (a record at the zone apex).
     OwnershipOutsideZone { txt_name: String },
+    /// The ownership TXT name breaks DNS limits (labels ≤ 63, names ≤ 253 bytes): the type
+    /// prefix makes the first label longer than the record's own.
+    OwnershipNameTooLong { txt_name: String },
     /// A record of that name and type exists and nobody claims it.
     ForeignRecord,
     /// Another owner id claims the record.
@@ -87,6 +90,10 @@ impl fmt::Display for BlockReason {
             BlockReason::OwnershipOutsideZone { txt_name } => write!(
                 f,
                 "its ownership record {txt_name} would fall outside the zone"
+            ),
+            BlockReason::OwnershipNameTooLong { txt_name } => write!(
+                f,
+                "its ownership record name {txt_name} exceeds DNS length limits; shorten the first label"
             ),
             BlockReason::ForeignRecord => {
                 write!(f, "a record exists that gateway-dns does not own")
@@ -250,6 +257,13 @@ pub fn plan_with(
             ));
             continue;
         }
+        if !fits_dns_limits(&txt_name) {
+            result.blocked.push(blocked(
+                endpoint,
+                BlockReason::OwnershipNameTooLong { txt_name },
+            ));
+            continue;
+        }
         let owner = index.owner_of(name, record_type);
         if let Some(existing) = data_record(name, record_type) {
             match owner {
@@ -405,6 +419,14 @@ pub fn plan_with(
         delete: deletes,
     };
     result
+}
+
+/// Labels of 1–63 bytes, at most 253 bytes in all (presentation form, no trailing dot).
+fn fits_dns_limits(name: &str) -> bool {
+    name.len() <= 253
+        && name
+            .split('.')
+            .all(|label| !label.is_empty() && label.len() <= 63)
 }
 
 fn blocked(endpoint: &Endpoint, reason: BlockReason) -> Blocked {
@@ -835,6 +857,30 @@ mod tests {
             names(&gone.changes.delete),
             ["*.example.com A", "a-any.example.com TXT"]
         );
+    }
+
+    #[test]
+    fn ownership_name_over_63_byte_label_blocks() {
+        let label = "x".repeat(60);
+        let ok_for_a = plan(
+            &[a(&format!("{label}.example.com"), "192.0.2.1")],
+            &[],
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(ok_for_a.blocked.is_empty(), "a- prefix fits: 62 bytes");
+        let cname = Endpoint::new(
+            &format!("{label}.example.com"),
+            RecordType::CNAME,
+            ["t.example.net"],
+        );
+        let too_long = plan(&[cname], &[], OWNER, Policy::Sync, &zones());
+        assert!(too_long.is_empty());
+        assert!(matches!(
+            too_long.blocked[0].reason,
+            BlockReason::OwnershipNameTooLong { .. }
+        ));
     }
 
     #[test]

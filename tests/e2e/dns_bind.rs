@@ -398,3 +398,27 @@ async fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
     }
     panic!("condition not met within {limit:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_one_rejected_change_does_not_hold_back_the_batch() {
+    // "foreign" appears between a listing and the apply (another writer): its create fails
+    // on the "RRset does not exist" prerequisite, the other creates of the batch still land.
+    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let changes = Changes {
+        create: vec![
+            a("first.example.com", &["192.0.2.1"]),
+            a("foreign.example.com", &["192.0.2.99"]),
+            a("last.example.com", &["192.0.2.3"]),
+        ],
+        ..Changes::default()
+    };
+    let err = provider.apply(&changes).await.unwrap_err().to_string();
+    assert!(
+        err.contains("1 of 3 RRset changes were rejected") && err.contains("YXRRSET"),
+        "{err}"
+    );
+    assert_eq!(lookup(&bind, "first.example.com", "A"), ["192.0.2.1"]);
+    assert_eq!(lookup(&bind, "last.example.com", "A"), ["192.0.2.3"]);
+    assert_foreign_untouched(&bind);
+}

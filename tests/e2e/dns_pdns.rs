@@ -196,3 +196,26 @@ async fn pdns_wrong_api_key_is_a_clear_error_and_nothing_is_deleted() {
     assert_eq!(lookup(&pdns, "adopt.example.com", "A"), ["192.0.2.50"]);
     assert_foreign_untouched(&pdns);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pdns_one_rejected_change_does_not_hold_back_the_batch() {
+    let pdns = start();
+    let provider =
+        PdnsProvider::new(PdnsConfig::new(pdns.api_url(), API_KEY, vec![ZONE.into()])).unwrap();
+    let changes = gateway_dns::dns::Changes {
+        create: vec![
+            a("first.example.com", &["192.0.2.1"]),
+            // PowerDNS refuses a `*` inside a label (HTTP 422).
+            Endpoint::new("a-*.bad.example.com", RecordType::TXT, ["x"]),
+            a("last.example.com", &["192.0.2.3"]),
+        ],
+        ..Default::default()
+    };
+    let err = provider.apply(&changes).await.unwrap_err().to_string();
+    assert!(
+        err.contains("1 of 3 RRset changes were rejected") && err.contains("422"),
+        "{err}"
+    );
+    assert_eq!(lookup(&pdns, "first.example.com", "A"), ["192.0.2.1"]);
+    assert_eq!(lookup(&pdns, "last.example.com", "A"), ["192.0.2.3"]);
+}
