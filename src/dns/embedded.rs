@@ -414,7 +414,10 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         response.metadata.response_code = ResponseCode::Refused;
         return response;
     };
-    if !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY) {
+    // No zone transfers from the embedded server; and only the IN class.
+    if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
+        || !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY)
+    {
         response.metadata.response_code = ResponseCode::Refused;
         return response;
     }
@@ -605,6 +608,10 @@ mod tests {
         );
         let soa = ask("example.com", WireType::SOA);
         assert_eq!(soa.answers[0].record_type(), WireType::SOA);
+        assert_eq!(
+            ask("example.com", WireType::AXFR).metadata.response_code,
+            ResponseCode::Refused
+        );
         let ns = ask("example.com", WireType::NS);
         assert_eq!(ns.answers[0].record_type(), WireType::NS);
     }

@@ -272,6 +272,7 @@ pub fn zone_of<'z>(name: &str, zones: &'z [String]) -> Option<&'z str> {
 /// Build a fully qualified wire name from our string form; any byte is allowed in a label
 /// (external-dns writes names such as `a-*.example.com`).
 pub(crate) fn wire_name(name: &str) -> Result<Name, hickory_proto::ProtoError> {
+    let name = name.strip_suffix('.').unwrap_or(name);
     let mut wire = if name.is_empty() {
         Name::root()
     } else {
@@ -399,6 +400,10 @@ mod tests {
 
     #[test]
     fn wire_names_round_trip_including_odd_labels() {
+        assert_eq!(
+            name_string(&wire_name("a.example.com.").unwrap()),
+            "a.example.com"
+        );
         for name in ["a.example.com", "*.example.com", "a-*.example.com", "x"] {
             let wire = wire_name(name).unwrap();
             assert!(wire.is_fqdn());
