@@ -262,6 +262,7 @@ impl Syncer {
 
     /// The `--once` mode: one pass, then a fresh listing to tell whether it converged.
     pub async fn run_once(&self) -> Result<OnceReport, Error> {
+        self.provider.invalidate_cache();
         let pass = self.sync_pass().await?;
         let remaining = self.compute().await?;
         let converged = remaining.is_empty() && remaining.blocked.is_empty();
@@ -286,7 +287,10 @@ impl Syncer {
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = sleep_until(next_pass) => {}
+                _ = sleep_until(next_pass) => {
+                    // Periodic resync (or retry): read everything from the server.
+                    self.provider.invalidate_cache();
+                }
                 _ = changes.notified(), if backoff.failures == 0 => {
                     // Let a burst of changes settle into one pass.
                     tokio::select! {
