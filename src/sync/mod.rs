@@ -284,9 +284,12 @@ impl Syncer {
         let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
         // First pass right away.
         let mut next_pass = Instant::now();
+        let mut gate = self.write_gate.clone();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
+                // Becoming the writer (e.g. the Lease was won): catch up at once.
+                _ = gate_opened(&mut gate), if backoff.failures == 0 => {}
                 _ = sleep_until(next_pass) => {
                     // Periodic resync (or retry): read everything from the server.
                     self.provider.invalidate_cache();
@@ -310,6 +313,21 @@ impl Syncer {
                     next_pass = Instant::now() + delay;
                 }
             }
+        }
+    }
+}
+
+/// Completes when the gate turns to `true`; never when there is no gate or its sender is gone.
+async fn gate_opened(gate: &mut Option<watch::Receiver<bool>>) {
+    let Some(receiver) = gate else {
+        return std::future::pending().await;
+    };
+    loop {
+        if receiver.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if *receiver.borrow_and_update() {
+            return;
         }
     }
 }

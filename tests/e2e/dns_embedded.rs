@@ -177,3 +177,58 @@ async fn embedded_server_truncates_large_udp_answers() {
     let full = dig::query(server.local_addr(), "big.example.com", "A", false);
     assert_eq!(full.data("A").len(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_opens() {
+    use std::time::Duration;
+    let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let addr = server.local_addr();
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    let source = || vec![a("leader.example.com", "192.0.2.1")];
+    let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
+    sync_config.interval = Duration::from_secs(3600);
+    let syncer = Arc::new(
+        Syncer::new(server.clone(), Arc::new(source), sync_config).with_write_gate(gate_rx),
+    );
+    let changes = Arc::new(tokio::sync::Notify::new());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let syncer = syncer.clone();
+        tokio::spawn(async move {
+            syncer
+                .run(changes, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        syncer
+            .metrics()
+            .passes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    assert_eq!(
+        dig::query(addr, "leader.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+
+    gate_tx.send(true).unwrap();
+    let start = std::time::Instant::now();
+    while dig::query(addr, "leader.example.com", "A", false).data("A") != ["192.0.2.1"] {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no catch-up after the gate opened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
