@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info, warn};
@@ -300,6 +301,9 @@ impl Syncer {
                         _ = &mut shutdown => return,
                         _ = sleep(self.config.debounce) => {}
                     }
+                    // Notifications that came in during the quiet time are covered by this
+                    // pass: absorb the stored permit so they do not cause a second one.
+                    let _ = changes.notified().now_or_never();
                 }
             }
             match self.sync_pass().await {
