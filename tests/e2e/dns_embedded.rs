@@ -247,7 +247,8 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
     };
     let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
     sync_config.interval = Duration::from_secs(3600);
-    sync_config.debounce = Duration::from_millis(200);
+    // Long enough that the whole burst (~50 ms) lands inside it even on a loaded machine.
+    sync_config.debounce = Duration::from_millis(500);
     let syncer = Arc::new(Syncer::new(server.clone(), source, sync_config));
     let metrics = syncer.metrics();
     let changes = Arc::new(tokio::sync::Notify::new());
@@ -271,9 +272,9 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
             .unwrap()
             .push(a(&format!("burst{i}.example.com"), "192.0.2.1"));
         changes.notify_one();
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         metrics.passes.load(Relaxed),
         2,
