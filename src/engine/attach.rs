@@ -642,6 +642,54 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
     }
 }
 
+/// One listener a route attaches to, and the hostnames it gets there (the intersections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerAttachment {
+    /// `Kind/namespace/name` of the Gateway or ListenerSet.
+    pub parent: String,
+    pub listener: String,
+    /// Intersected hostnames, sorted; for a hostless route, the listener's own hostname if any.
+    pub hostnames: Vec<String>,
+}
+
+/// Which listeners a route attaches to and the hostnames it gets on each (for conformance
+/// reporting and explanations). Listeners where the route's hostnames intersect nothing are
+/// left out, as the Gateway API does.
+pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<ListenerAttachment> {
+    let mut scratch = Vec::new();
+    let requested = requested_hostnames(cfg, route, &mut scratch);
+    let mut out = Vec::new();
+    for (i, parent_ref) in route.parent_refs.iter().enumerate() {
+        let Some(parent) = attach_parent(world, cfg, route, i, parent_ref, &mut scratch) else {
+            continue;
+        };
+        let kind = parent_ref.target_kind().map_or("Gateway", ObjectKind::kind);
+        for listener in &parent.listeners {
+            let mut hostnames: Vec<String> = if requested.any_written {
+                requested
+                    .hosts
+                    .iter()
+                    .filter_map(|(h, _)| intersect(listener.hostname.as_deref(), Some(h)).flatten())
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                listener.hostname.iter().map(|h| h.to_ascii_lowercase()).collect()
+            };
+            if requested.any_written && hostnames.is_empty() {
+                continue;
+            }
+            hostnames.sort();
+            hostnames.dedup();
+            out.push(ListenerAttachment {
+                parent: format!("{kind}/{}/{}", parent_ref.namespace, parent_ref.name),
+                listener: listener.name.to_string(),
+                hostnames,
+            });
+        }
+    }
+    out
+}
+
 fn listener_hostnames(attached: &[Attached]) -> String {
     let mut per_parent = Vec::new();
     for parent in attached {
