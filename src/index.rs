@@ -336,7 +336,7 @@ impl Snapshot {
     }
 
     /// Routes whose evaluation may change when the object `key` changes.
-    fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
+    pub fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
         let mut out: Vec<RouteId> = Vec::new();
         let add_parent = |out: &mut Vec<RouteId>, kind, ns: &str, name: &str| {
             if let Some(set) = self.routes_by_parent.get(&*parent_key(kind, ns, name)) {

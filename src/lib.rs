@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: sources → index → engine → (admission | plan → provider).
 
+pub mod admission;
 pub mod check;
 pub mod cli;
 pub mod engine;

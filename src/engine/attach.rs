@@ -570,8 +570,9 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 names.first().copied(),
                 outside[0].1.field(),
                 format!(
-                    "{} match no listener hostname of {}; use a hostname within those",
+                    "{} {} outside the listener hostnames of {}; use a hostname they serve or attach elsewhere",
                     names.join(", "),
+                    if names.len() == 1 { "is" } else { "are" },
                     listener_hosts()
                 ),
             ));
@@ -673,7 +674,11 @@ pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<Listen
                     .map(str::to_owned)
                     .collect()
             } else {
-                listener.hostname.iter().map(|h| h.to_ascii_lowercase()).collect()
+                listener
+                    .hostname
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
             };
             if requested.any_written && hostnames.is_empty() {
                 continue;
@@ -700,11 +705,10 @@ fn listener_hostnames(attached: &[Attached]) -> String {
             .collect();
         hosts.sort_unstable();
         hosts.dedup();
-        let owner = parent
-            .origin
-            .listener_set
-            .as_deref()
-            .unwrap_or(&parent.origin.gateway);
+        let owner = match parent.origin.listener_set.as_deref() {
+            Some(ls) => format!("ListenerSet {ls}"),
+            None => format!("Gateway {}", parent.origin.gateway),
+        };
         per_parent.push(format!("{owner} ({})", hosts.join(", ")));
     }
     per_parent.join(", ")
