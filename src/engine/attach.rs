@@ -61,7 +61,8 @@ impl NameSource {
 /// One DNS name a route would publish through one origin.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Claim {
-    pub name: Box<str>,
+    /// Shared with the index's name → claimants map.
+    pub name: Arc<str>,
     pub origin: Arc<Origin>,
     pub source: NameSource,
 }
