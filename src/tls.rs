@@ -18,7 +18,9 @@ use arc_swap::ArcSwap;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{
+    ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions,
+};
 use rustls::sign::CertifiedKey;
 
 use crate::certs;
@@ -28,6 +30,8 @@ use crate::metrics::Metrics;
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// Where the in-memory mode writes its CA certificate by default.
 pub const DEFAULT_LOCAL_CA_OUT: &str = "certs/ca.crt";
+/// TLS sessions remembered for resumption (per certificate generation).
+const SESSION_CACHE_SIZE: usize = 256;
 /// ALPN protocols offered, in order of preference.
 pub const ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
@@ -79,20 +83,27 @@ pub fn load_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<CertifiedKey>, E
 }
 
 /// Serves whichever certificate pair is current; swapping it affects the next handshake only.
+///
+/// Swapping also forgets the TLS sessions resumable so far, so every client's next handshake
+/// is a full one that verifies the new certificate (a broken rotation shows up at once instead
+/// of when old sessions expire).
 #[derive(Debug)]
 pub struct CertResolver {
     current: ArcSwap<CertifiedKey>,
+    sessions: Arc<RotatingSessionCache>,
 }
 
 impl CertResolver {
     pub fn new(initial: Arc<CertifiedKey>) -> Self {
         Self {
             current: ArcSwap::new(initial),
+            sessions: Arc::new(RotatingSessionCache::new()),
         }
     }
 
     pub fn replace(&self, pair: Arc<CertifiedKey>) {
         self.current.store(pair);
+        self.sessions.forget_all();
     }
 
     pub fn current(&self) -> Arc<CertifiedKey> {
@@ -106,13 +117,51 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// rustls's in-memory session cache, replaced by an empty one when the certificate changes.
+#[derive(Debug)]
+struct RotatingSessionCache {
+    current: ArcSwap<ServerSessionMemoryCache>,
+}
+
+impl RotatingSessionCache {
+    fn new() -> Self {
+        Self {
+            current: ArcSwap::new(ServerSessionMemoryCache::new(SESSION_CACHE_SIZE)),
+        }
+    }
+
+    fn forget_all(&self) {
+        self.current
+            .store(ServerSessionMemoryCache::new(SESSION_CACHE_SIZE));
+    }
+}
+
+impl StoresServerSessions for RotatingSessionCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.current.load().put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.current.load().get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.current.load().take(key)
+    }
+
+    fn can_cache(&self) -> bool {
+        self.current.load().can_cache()
+    }
+}
+
 /// A rustls server configuration on the ring provider, TLS 1.3 and 1.2, ALPN h2 then http/1.1.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<rustls::ServerConfig>, Error> {
     let mut config = rustls::ServerConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(Error::Config)?
         .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .with_cert_resolver(resolver.clone());
+    config.session_storage = resolver.sessions.clone();
     config.alpn_protocols = ALPN_PROTOCOLS
         .iter()
         .map(|protocol| protocol.to_vec())
