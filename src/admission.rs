@@ -234,3 +234,62 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
         ..Decision::default()
     }
 }
+
+/// The webhook's handler: decides each request on the index's current snapshot.
+pub struct EngineHandler {
+    index: crate::index::Index,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+}
+
+impl EngineHandler {
+    pub fn new(
+        index: crate::index::Index,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> EngineHandler {
+        EngineHandler { index, metrics }
+    }
+}
+
+/// The envelope's verdict for a decision.
+pub fn verdict(decision: &Decision) -> crate::webhook::Verdict {
+    use crate::webhook::{Cause, Denial, Verdict};
+    if decision.allowed {
+        return Verdict::allow_with_warnings(decision.warnings.clone());
+    }
+    let causes = decision
+        .denials
+        .iter()
+        .map(|v| Cause {
+            reason: v.reason.to_string(),
+            field: v.field.clone(),
+            message: v.message.clone(),
+        })
+        .collect();
+    Verdict::deny(
+        Denial {
+            message: decision.denial_message(),
+            causes,
+        },
+        decision.warnings.clone(),
+    )
+}
+
+impl crate::webhook::AdmissionHandler for EngineHandler {
+    fn handle(&self, request: &Value) -> crate::webhook::Verdict {
+        let snapshot = self.index.snapshot();
+        let decision = decide(&snapshot, request);
+        if let Some(why) = &decision.unreadable {
+            self.metrics
+                .record_evaluation_error(crate::metrics::EvaluationErrorKind::Unreadable);
+            tracing::warn!(error = %why, "could not read the object under review; allowed");
+        }
+        for finding in &decision.findings {
+            self.metrics
+                .record_decision(finding.reason.as_str(), finding.action.as_str());
+            if finding.action == Action::Audit {
+                tracing::info!(object = %finding.object, reason = %finding.reason, message = %finding.message, "audit finding");
+            }
+        }
+        verdict(&decision)
+    }
+}

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod index;
 pub mod metrics;
 pub mod model;
+pub mod serve;
 pub mod server;
 pub mod source;
 pub mod tls;
