@@ -59,7 +59,7 @@ const APISERVER_TIMEOUT_MARGIN: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
