@@ -5,5 +5,8 @@ mod support;
 
 mod admission;
 mod certs;
+mod dns_bind;
+mod dns_embedded;
+mod dns_pdns;
 mod tls;
 mod webhook;
