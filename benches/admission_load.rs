@@ -106,6 +106,13 @@ impl Measured {
     fn per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// With a fixed number of connections the mean follows from throughput (Little's law);
+    /// p50/p99 also show how fairly the connections are served.
+    fn mean(&self) -> Duration {
+        let total: Duration = self.latencies.iter().sum();
+        total / u32::try_from(self.latencies.len().max(1)).unwrap_or(u32::MAX)
+    }
 }
 
 fn percentile(sorted: &[Duration], quantile: f64) -> Duration {
@@ -238,15 +245,16 @@ fn main() {
             .store(false, std::sync::atomic::Ordering::Relaxed);
 
         println!(
-            "{:<16} {:>9} {:>11} {:>11} {:>11}",
-            "route", "requests", "req/s", "p50", "p99"
+            "{:<16} {:>9} {:>11} {:>11} {:>11} {:>11}",
+            "route", "requests", "req/s", "mean", "p50", "p99"
         );
         for (name, measured) in [("/baseline-allow", &baseline), ("/validate", &validate)] {
             println!(
-                "{:<16} {:>9} {:>11.0} {:>11} {:>11}",
+                "{:<16} {:>9} {:>11.0} {:>11} {:>11} {:>11}",
                 name,
                 measured.requests,
                 measured.per_second(),
+                millis(measured.mean()),
                 millis(percentile(&measured.latencies, 0.50)),
                 millis(percentile(&measured.latencies, 0.99)),
             );
