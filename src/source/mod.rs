@@ -1,0 +1,4 @@
+//! Sources feed the index with apply / delete / reset events: `files` (YAML on disk) and, for a
+//! cluster, `kube` (watchers).
+
+pub mod files;
