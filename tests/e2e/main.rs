@@ -3,3 +3,4 @@
 mod support;
 
 mod apiserver_double;
+mod kube_source;

@@ -48,6 +48,7 @@ pub fn gateway_api_type(kind: &str, plural: &str, versions: &[&str]) -> Resource
         namespaced: true,
         versions: versions.iter().map(|v| v.to_string()).collect(),
         status_subresource: true,
+        builtin: false,
     }
 }
 
@@ -59,6 +60,7 @@ pub fn namespace_type() -> ResourceType {
         namespaced: false,
         versions: vec!["v1".into()],
         status_subresource: false,
+        builtin: true,
     }
 }
 
@@ -70,6 +72,7 @@ pub fn lease_type() -> ResourceType {
         namespaced: true,
         versions: vec!["v1".into()],
         status_subresource: false,
+        builtin: true,
     }
 }
 
@@ -471,6 +474,11 @@ impl ApiServer {
         });
     }
 
+    /// Cancels injected failures not yet used.
+    pub fn clear_failures(&self) {
+        lock(&self.shared.faults).failures.clear();
+    }
+
     /// Delays every answer by `delay` (zero to stop).
     pub fn set_delay(&self, delay: Duration) {
         lock(&self.shared.faults).delay = delay;
@@ -860,6 +868,25 @@ fn render(object: &StoredObject, api_version: &str) -> Value {
     value
 }
 
+/// A list item: built-in kinds are listed without apiVersion/kind, as the real server does.
+fn write_list_item(
+    out: &mut Vec<u8>,
+    object: &StoredObject,
+    resource: &ResourceType,
+    api_version: &str,
+) {
+    if resource.builtin {
+        let mut value = object.value.clone();
+        if let Some(fields) = value.as_object_mut() {
+            fields.remove("apiVersion");
+            fields.remove("kind");
+        }
+        let _ = serde_json::to_writer(&mut *out, &value);
+    } else {
+        write_object(out, object, api_version);
+    }
+}
+
 fn write_object(out: &mut Vec<u8>, object: &StoredObject, api_version: &str) {
     if object.value.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
         let _ = serde_json::to_writer(&mut *out, &object.value);
@@ -1058,7 +1085,7 @@ fn serve_list(
         if i > 0 {
             out.push(b',');
         }
-        write_object(&mut out, item, api_version);
+        write_list_item(&mut out, item, resource, api_version);
     }
     out.extend_from_slice(b"]}");
     Ok(full(StatusCode::OK, out))

@@ -23,6 +23,8 @@ pub struct ResourceType {
     /// Whether `status` is a subresource (PUT on the main resource keeps the old status and
     /// only spec changes bump `metadata.generation`), as for every Gateway API CRD.
     pub status_subresource: bool,
+    /// A built-in kind (not a CRD): like the real server, list items carry no apiVersion/kind.
+    pub builtin: bool,
 }
 
 impl ResourceType {
