@@ -6,5 +6,6 @@ pub mod check;
 pub mod cli;
 pub mod engine;
 pub mod index;
+pub mod leader;
 pub mod model;
 pub mod source;

@@ -4,3 +4,4 @@ mod support;
 
 mod apiserver_double;
 mod kube_source;
+mod leader;

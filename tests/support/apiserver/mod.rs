@@ -204,7 +204,12 @@ struct Failure {
     remaining: usize,
     status: u16,
     path_contains: Option<String>,
+    /// Only requests from the client built by `client_named` with this name.
+    client: Option<String>,
 }
+
+/// The header `client_named` adds so faults can target one client.
+const CLIENT_HEADER: &str = "x-test-client";
 
 struct Shared {
     store: Mutex<Store>,
@@ -280,6 +285,24 @@ impl ApiServer {
         )
         .await
         .expect("kubeconfig to config");
+        kube::Client::try_from(config).expect("kube client")
+    }
+
+    /// A client like `client()`, whose requests carry its name so faults can target it.
+    pub async fn client_named(&self, name: &str) -> kube::Client {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig_path).expect("read kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("kubeconfig to config");
+        config.headers.push((
+            hyper::header::HeaderName::from_static(CLIENT_HEADER),
+            hyper::header::HeaderValue::from_str(name)
+                .expect("client name is a valid header value"),
+        ));
         kube::Client::try_from(config).expect("kube client")
     }
 
@@ -471,6 +494,19 @@ impl ApiServer {
             remaining: count,
             status,
             path_contains: path_contains.map(str::to_string),
+            client: None,
+        });
+    }
+
+    /// Cuts one client off (a network partition for it alone): every request from the client
+    /// built by `client_named(name)` gets `status`, or no answer at all when `status` is 0,
+    /// until `clear_failures`.
+    pub fn isolate_client(&self, name: &str, status: u16) {
+        lock(&self.shared.faults).failures.push_back(Failure {
+            remaining: usize::MAX,
+            status,
+            path_contains: None,
+            client: Some(name.to_string()),
         });
     }
 
@@ -610,6 +646,11 @@ async fn handle(
             requests.push(format!("{} {}", request.method(), target));
         }
     }
+    let client = request
+        .headers()
+        .get(CLIENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let (delay, injected) = {
         let mut faults = lock(&shared.faults);
         let mut injected = None;
@@ -619,6 +660,10 @@ async fn handle(
                     .path_contains
                     .as_ref()
                     .is_none_or(|p| target.contains(p.as_str()))
+                && failure
+                    .client
+                    .as_ref()
+                    .is_none_or(|c| client.as_ref() == Some(c))
             {
                 failure.remaining -= 1;
                 injected = Some(failure.status);
@@ -630,6 +675,10 @@ async fn handle(
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+    if injected == Some(0) {
+        // No answer: the client sees a request that never completes.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
     }
     if let Some(status) = injected {
         let reason = match status {
