@@ -9,6 +9,7 @@ pub mod cli;
 pub mod dns;
 pub mod engine;
 pub mod index;
+pub mod leader;
 pub mod metrics;
 pub mod model;
 pub mod serve;
