@@ -673,7 +673,11 @@ pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<Listen
                     .map(str::to_owned)
                     .collect()
             } else {
-                listener.hostname.iter().map(|h| h.to_ascii_lowercase()).collect()
+                listener
+                    .hostname
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
             };
             if requested.any_written && hostnames.is_empty() {
                 continue;
