@@ -26,6 +26,108 @@ pub struct Cli {
 pub enum Command {
     /// Evaluate YAML/JSON files offline: the records they would publish and every finding.
     Check(CheckArgs),
+    /// Run the admission webhook and the DNS sync loop over one in-memory index.
+    Serve(Box<ServeArgs>),
+    /// Write a CA and a serving certificate for the webhook's Service.
+    Certs(CertsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// The webhook's Service name.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE")]
+    pub service: String,
+    /// The webhook's Service namespace.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_NAMESPACE_OF_SERVICE"
+    )]
+    pub namespace: String,
+    /// Directory for ca.crt, tls.crt and tls.key.
+    #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
+    pub out: PathBuf,
+    /// Replace existing files.
+    #[arg(long, env = "GATEWAY_DNS_FORCE")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Files source: a directory of manifests, re-read on change (the embedded default).
+    #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS")]
+    pub manifests: Option<PathBuf>,
+    /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Webhook listen address (HTTPS).
+    #[arg(long, default_value = "0.0.0.0:8443", env = "GATEWAY_DNS_LISTEN")]
+    pub listen: std::net::SocketAddr,
+    /// Serving certificate (PEM); reloaded when it changes. Without it a pair is made in memory.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving key (PEM), with --tls-cert.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Where the in-memory CA certificate is written for local clients.
+    #[arg(long, default_value = "certs/ca.crt", env = "GATEWAY_DNS_LOCAL_CA_OUT")]
+    pub local_ca_out: PathBuf,
+    /// Service name the in-memory certificate is made for.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE_NAME")]
+    pub service_name: String,
+    /// Service namespace the in-memory certificate is made for.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_SERVICE_NAMESPACE"
+    )]
+    pub service_namespace: String,
+    /// Plain-HTTP listener for /metrics and /healthz.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9090",
+        env = "GATEWAY_DNS_METRICS_LISTEN"
+    )]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Every admission request is answered within this time (else allowed with a warning).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE")]
+    pub admission_deadline: std::time::Duration,
+    /// Run the webhook (false: the sync loop alone).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
+    pub webhook: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Parses a duration such as `500ms`, `2s`, `1m30s` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(seconds));
+    }
+    let bad = || format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m30s)");
+    let mut total = std::time::Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let unit = match &rest[..unit_len] {
+            "ms" => std::time::Duration::from_millis(number),
+            "s" => std::time::Duration::from_secs(number),
+            "m" => std::time::Duration::from_secs(number * 60),
+            "h" => std::time::Duration::from_secs(number * 3600),
+            _ => return Err(bad()),
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    if total.is_zero() {
+        Err(bad())
+    } else {
+        Ok(total)
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -153,4 +255,48 @@ pub fn run_check(args: &CheckArgs) -> u8 {
         }
     }
     if plan.denies() { EXIT_DENIED } else { EXIT_OK }
+}
+
+/// Runs `certs`; returns the process exit code.
+pub fn run_certs(args: &CertsArgs) -> u8 {
+    match crate::certs::run(&args.service, &args.namespace, &args.out, args.force) {
+        Ok(written) => {
+            for path in written {
+                println!("wrote {}", path.display());
+            }
+            EXIT_OK
+        }
+        Err(err) => {
+            eprintln!("gateway-dns certs: {err}");
+            EXIT_INPUT
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            parse_duration("1m30s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert_eq!(parse_duration("7"), Ok(std::time::Duration::from_secs(7)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

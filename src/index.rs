@@ -40,7 +40,7 @@ pub struct Snapshot {
     listener_sets_by_gateway: HashMap<Box<str>, HashSet<Box<str>>>,
     routes_by_namespace: HashMap<Box<str>, HashSet<RouteId>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
-    claims: HashMap<Box<str>, Vec<RouteId>>,
+    claims: HashMap<Arc<str>, Vec<RouteId>>,
 }
 
 fn ns_name(namespace: &str, name: &str) -> Box<str> {
@@ -336,7 +336,7 @@ impl Snapshot {
     }
 
     /// Routes whose evaluation may change when the object `key` changes.
-    fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
+    pub fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
         let mut out: Vec<RouteId> = Vec::new();
         let add_parent = |out: &mut Vec<RouteId>, kind, ns: &str, name: &str| {
             if let Some(set) = self.routes_by_parent.get(&*parent_key(kind, ns, name)) {
@@ -415,8 +415,13 @@ impl Snapshot {
     }
 
     fn claim(&mut self, id: &RouteId, eval: &RouteEval) {
-        for name in eval.names() {
-            let claimants = self.claims.entry(name.into()).or_default();
+        let mut last: Option<&Arc<str>> = None;
+        for claim in &eval.claims {
+            if last.is_some_and(|l| *l == claim.name) {
+                continue;
+            }
+            last = Some(&claim.name);
+            let claimants = self.claims.entry(claim.name.clone()).or_default();
             if let Err(pos) = claimants.binary_search(id) {
                 claimants.insert(pos, id.clone());
             }

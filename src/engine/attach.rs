@@ -61,7 +61,8 @@ impl NameSource {
 /// One DNS name a route would publish through one origin.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Claim {
-    pub name: Box<str>,
+    /// Shared with the index's name → claimants map.
+    pub name: Arc<str>,
     pub origin: Arc<Origin>,
     pub source: NameSource,
 }
@@ -570,8 +571,9 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 names.first().copied(),
                 outside[0].1.field(),
                 format!(
-                    "{} match no listener hostname of {}; use a hostname within those",
+                    "{} {} outside the listener hostnames of {}; use a hostname they serve or attach elsewhere",
                     names.join(", "),
+                    if names.len() == 1 { "is" } else { "are" },
                     listener_hosts()
                 ),
             ));
@@ -704,11 +706,10 @@ fn listener_hostnames(attached: &[Attached]) -> String {
             .collect();
         hosts.sort_unstable();
         hosts.dedup();
-        let owner = parent
-            .origin
-            .listener_set
-            .as_deref()
-            .unwrap_or(&parent.origin.gateway);
+        let owner = match parent.origin.listener_set.as_deref() {
+            Some(ls) => format!("ListenerSet {ls}"),
+            None => format!("Gateway {}", parent.origin.gateway),
+        };
         per_parent.push(format!("{owner} ({})", hosts.join(", ")));
     }
     per_parent.join(", ")

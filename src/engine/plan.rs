@@ -6,9 +6,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::attach::{Claim, Finding, World};
+use super::attach::{Claim, Finding, RouteEval, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation};
-use crate::index::{RouteId, Snapshot};
+use crate::index::Snapshot;
 use crate::model::{Address, Route};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -336,38 +336,44 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Plan 
     }
 }
 
-/// Conflicts of a route under review (the newcomer): it never displaces an incumbent, whatever
-/// the ages. Returns one violation per (name, field) the newcomer would lose.
-pub fn newcomer_conflicts(snap: &Snapshot, id: &RouteId) -> Vec<Violation> {
-    let Some(entry) = snap.route(id) else {
-        return Vec::new();
-    };
+/// Conflicts of a route under review (the newcomer), evaluated against a snapshot that does not
+/// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
+/// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
+pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> Vec<Violation> {
+    let key = route.key();
     let mut out = Vec::new();
-    for name in entry.eval.names() {
-        let own: Vec<Claimant> = entry
-            .eval
+    for name in eval.names() {
+        let own: Vec<Claimant> = eval
             .claims
             .iter()
             .filter(|c| &*c.name == name)
             .map(|claim| Claimant {
-                route: &entry.route,
+                route,
                 claim,
-                ttl: entry.eval.ttl,
+                ttl: eval.ttl,
             })
             .collect();
-        let incumbents: Vec<Claimant> = claimants(snap, name)
-            .into_iter()
-            .filter(|c| !std::ptr::eq(c.route, &*entry.route))
-            .collect();
-        let reference = incumbents.first().or(own.first());
-        let Some(reference) = reference.copied() else {
+        let mut incumbents: Vec<Claimant> = Vec::new();
+        for id in snap.claimants(name).iter().filter(|id| ***id != key) {
+            if let Some(entry) = snap.route(id) {
+                incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
+                    |claim| Claimant {
+                        route: &entry.route,
+                        claim,
+                        ttl: entry.eval.ttl,
+                    },
+                ));
+            }
+        }
+        incumbents.sort_by(precedence);
+        let Some(reference) = incumbents.first().or(own.first()).copied() else {
             continue;
         };
         for claim in &own {
-            let differs_from_incumbent = incumbents
+            let incumbent = match incumbents
                 .iter()
-                .find(|inc| inc.claim.origin.targets != claim.claim.origin.targets);
-            let loser_to = match differs_from_incumbent {
+                .find(|inc| inc.claim.origin.targets != claim.claim.origin.targets)
+            {
                 Some(inc) => Some(*inc),
                 // No incumbent: the route conflicts with itself across Gateways.
                 None if incumbents.is_empty()
@@ -377,10 +383,10 @@ pub fn newcomer_conflicts(snap: &Snapshot, id: &RouteId) -> Vec<Violation> {
                 }
                 None => None,
             };
-            if let Some(incumbent) = loser_to {
+            if let Some(incumbent) = incumbent {
                 out.push(violation_parts(
                     snap,
-                    &entry.route,
+                    route,
                     Reason::HostnameConflict,
                     Some(name),
                     &claim.claim.source.field(),

@@ -270,6 +270,68 @@ fn check_duplicates(loaded: &[Loaded]) -> Result<(), Error> {
     Ok(())
 }
 
+/// A fingerprint of everything under the paths (file names, sizes, modification times), cheap
+/// enough to poll; Secret/ConfigMap volumes swap a `..data` symlink, which changes the targets'
+/// metadata as seen through the plain names.
+fn fingerprint(
+    paths: &[PathBuf],
+) -> Result<Vec<(PathBuf, u64, Option<std::time::SystemTime>)>, Error> {
+    let mut out = Vec::new();
+    for path in paths {
+        for file in collect_files(path)? {
+            let meta = std::fs::metadata(&file).map_err(|source| Error::Io {
+                path: file.display().to_string(),
+                source,
+            })?;
+            out.push((file, meta.len(), meta.modified().ok()));
+        }
+    }
+    Ok(out)
+}
+
+/// Keeps an index equal to the files under `paths`: loads them now, then re-reads whenever they
+/// change (polled every `interval`). A load that fails keeps the last good content and logs why.
+/// `ready` turns true after the first successful load.
+pub async fn watch(
+    paths: Vec<PathBuf>,
+    index: crate::index::Index,
+    interval: std::time::Duration,
+    ready: tokio::sync::watch::Sender<bool>,
+) {
+    let mut last_seen = None;
+    loop {
+        let paths_now = paths.clone();
+        let scanned = tokio::task::spawn_blocking(move || {
+            let print = fingerprint(&paths_now)?;
+            Ok::<_, Error>(print)
+        })
+        .await;
+        match scanned {
+            Ok(Ok(print)) if last_seen.as_ref() != Some(&print) => {
+                let paths_now = paths.clone();
+                match tokio::task::spawn_blocking(move || load_paths(&paths_now)).await {
+                    Ok(Ok(loaded)) => {
+                        let count = loaded.len();
+                        index.replace_all(loaded.into_iter().map(|l| l.object).collect());
+                        tracing::info!(objects = count, "loaded manifests");
+                        last_seen = Some(print);
+                        ready.send_replace(true);
+                    }
+                    Ok(Err(err)) => {
+                        tracing::error!(error = %err, "manifests not reloaded; keeping the last good content");
+                        last_seen = Some(print);
+                    }
+                    Err(err) => tracing::error!(error = %err, "manifest loader failed"),
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::error!(error = %err, "cannot scan manifests"),
+            Err(err) => tracing::error!(error = %err, "manifest scan failed"),
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

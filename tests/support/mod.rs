@@ -1,0 +1,4 @@
+//! Support code shared by the end-to-end tests (and, through `#[path]`, by benchmarks).
+#![allow(dead_code)]
+
+pub mod webhook;
