@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use gateway_dns::engine::attach::evaluate_route;
 use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
 use gateway_dns::engine::{Action, Config, MODE_LABEL, Reason};
 use gateway_dns::index::{Index, Snapshot};
@@ -352,11 +353,23 @@ fn incumbent_world() -> Snapshot {
     )
 }
 
+/// The newcomer's conflicts, as the webhook computes them: the route evaluated against the
+/// cluster as it is, then compared with the incumbents' claims. The same answer must come from a
+/// snapshot that already holds the route (the sync loop's view of an applied object).
 fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Violation> {
-    let object = decode(&newcomer);
-    let key = object.key();
-    let next = snap.with_applied(object);
-    newcomer_conflicts(&next, &Arc::new(key))
+    let Object::Route(route) = decode(&newcomer) else {
+        panic!("not a route: {newcomer}");
+    };
+    let eval = evaluate_route(snap, snap.config(), &route);
+    let found = newcomer_conflicts(snap, &route, &eval);
+    let applied = snap.with_applied(Object::Route(route.clone()));
+    let entry = applied.route(&route.key()).expect("applied");
+    assert_eq!(
+        newcomer_conflicts(&applied, &entry.route, &entry.eval),
+        found,
+        "the answer does not depend on whether the snapshot already holds the route"
+    );
+    found
 }
 
 #[test]
@@ -384,13 +397,10 @@ fn a_newer_route_never_displaces_the_incumbent() {
         assert!(v.message.contains(part), "{}", v.message);
     }
     // The incumbent's own review stays clean, and the base snapshot never saw the newcomer.
-    assert!(
-        newcomer_conflicts(
-            &base,
-            &Arc::new(ObjectKey::new(ObjectKind::HTTPRoute, "apps", "incumbent"))
-        )
-        .is_empty()
-    );
+    let incumbent = base
+        .route(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "incumbent"))
+        .unwrap();
+    assert!(newcomer_conflicts(&base, &incumbent.route, &incumbent.eval).is_empty());
     assert!(
         base.route(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "newcomer"))
             .is_none()
