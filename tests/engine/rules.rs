@@ -789,24 +789,25 @@ fn conflict_fixture() -> Vec<Value> {
     ]
 }
 
-#[test]
-fn a_result_never_depends_on_input_order() {
-    let objects = conflict_fixture();
-    for resolution in [ConflictResolution::OldestWins, ConflictResolution::Exclude] {
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn a_result_never_depends_on_input_order(
+        shuffled in Just(conflict_fixture()).prop_shuffle(),
+        exclude in any::<bool>(),
+    ) {
         let cfg = Config {
-            conflict_resolution: resolution,
+            conflict_resolution: if exclude {
+                ConflictResolution::Exclude
+            } else {
+                ConflictResolution::OldestWins
+            },
             ..Config::default()
         };
-        let baseline = plan(cfg.clone(), &objects);
-        assert!(baseline.denies() && !baseline.records.is_empty());
-        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(48));
-        runner
-            .run(&Just(objects.clone()).prop_shuffle(), |shuffled| {
-                let again = plan(cfg.clone(), &shuffled);
-                prop_assert_eq!(&again, &baseline);
-                Ok(())
-            })
-            .unwrap();
+        let baseline = plan(cfg.clone(), &conflict_fixture());
+        prop_assert!(baseline.denies() && !baseline.records.is_empty());
+        prop_assert_eq!(plan(cfg, &shuffled), baseline);
     }
 }
 
