@@ -11,5 +11,6 @@ mod dns_embedded;
 mod dns_pdns;
 mod kube_source;
 mod leader;
+mod serve;
 mod tls;
 mod webhook;
