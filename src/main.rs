@@ -1,1 +1,48 @@
-fn main() {}
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use gateway_dns::cli::{Cli, Command, run_certs, run_check};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => ExitCode::from(run_check(&args)),
+        Command::Certs(args) => ExitCode::from(run_certs(&args)),
+        Command::Serve(args) => {
+            init_tracing();
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    eprintln!("gateway-dns serve: cannot start the async runtime: {err}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime.block_on(gateway_dns::serve::run(*args)) {
+                Ok(code) => ExitCode::from(code),
+                Err(err) => {
+                    tracing::error!("{err:#}");
+                    eprintln!("gateway-dns serve: {err:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+/// Logs: pretty on a terminal, JSON otherwise (in a cluster). Filter with GATEWAY_DNS_LOG.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEWAY_DNS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().init();
+    }
+}

@@ -5,6 +5,7 @@
 //! nothing is written at all, so nothing is deleted; `dry_run` and a closed write gate compute
 //! and log the plan but never write.
 
+pub mod desired;
 pub mod plan;
 
 use std::future::Future;

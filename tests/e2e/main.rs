@@ -1,8 +1,16 @@
-//! End-to-end tests: one test binary, real components on loopback.
+//! The one integration test binary: each module covers one area against real components.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admission;
+mod apiserver_double;
+mod certs;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
+mod kube_source;
+mod leader;
+mod serve;
+mod tls;
+mod webhook;

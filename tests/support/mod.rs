@@ -1,7 +1,10 @@
-//! Shared support for the end-to-end tests: real servers started on loopback, killed on Drop.
+//! Shared support for the end-to-end tests (and, through `#[path]`, benchmarks): real servers
+//! started on loopback, killed on Drop, and the Kubernetes API double.
 #![allow(dead_code)]
 
+pub mod apiserver;
 pub mod bind;
 pub mod dig;
 pub mod net;
 pub mod pdns;
+pub mod webhook;

@@ -1,0 +1,235 @@
+//! Engine benchmark on synthetic clusters: full plan, one-route re-evaluation, index memory.
+//!
+//! `cargo bench --bench engine` (or `-- 1000 10000` for chosen sizes). Prints figures; it asserts
+//! nothing about speed.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gateway_dns::engine::Config;
+use gateway_dns::engine::attach::evaluate_route;
+use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
+use gateway_dns::index::{Index, Snapshot};
+use gateway_dns::model::{Object, decode_value};
+use serde_json::{Value, json};
+
+/// Counts live heap bytes so index memory can be measured, not guessed.
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const GATEWAYS: usize = 200;
+
+fn decode(value: Value) -> Object {
+    match decode_value(&value) {
+        Ok(Some(object)) => object,
+        other => panic!("synthetic object did not decode: {other:?}"),
+    }
+}
+
+fn gateway(i: usize) -> Object {
+    // 10 % of Gateways have a wildcard listener; the rest take any hostname.
+    let hostname = i
+        .is_multiple_of(10)
+        .then(|| format!("*.zone{i}.example.com"));
+    decode(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": format!("gw{i}"), "namespace": "infra", "labels": {"team": "platform"}},
+        "spec": {"gatewayClassName": "bench", "listeners": [{
+            "name": "https", "protocol": "HTTPS", "port": 443, "hostname": hostname,
+            "allowedRoutes": {"namespaces": {"from": "All"}}}]},
+        "status": {"addresses": [{"type": "IPAddress", "value": format!("10.{}.{}.1", i / 250, i % 250)}]}
+    }))
+}
+
+fn route_value(i: usize, routes: usize, salt: &str) -> Value {
+    let gw = i % GATEWAYS;
+    let domain = if gw.is_multiple_of(10) {
+        format!("zone{gw}.example.com")
+    } else {
+        "example.org".to_owned()
+    };
+    // 1 % of routes reuse the first hostname of a route on another Gateway: a conflict.
+    let first = if i % 100 == 99 {
+        let other = (i + 1) % routes;
+        let other_gw = other % GATEWAYS;
+        let other_domain = if other_gw.is_multiple_of(10) {
+            format!("zone{other_gw}.example.com")
+        } else {
+            "example.org".to_owned()
+        };
+        format!("app{other}.{other_domain}")
+    } else {
+        format!("app{i}.{domain}")
+    };
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": format!("route{i}{salt}"), "namespace": format!("team{}", i % 500),
+                     "creationTimestamp": format!("2026-01-01T00:{:02}:{:02}Z", (i / 60) % 60, i % 60),
+                     "labels": {"app": format!("app{i}")}},
+        "spec": {"parentRefs": [{"name": format!("gw{gw}"), "namespace": "infra", "sectionName": "https"}],
+                 "hostnames": [first, format!("www{i}.{domain}")]}
+    })
+}
+
+fn cluster(routes: usize) -> Vec<Object> {
+    let mut objects: Vec<Object> = (0..GATEWAYS).map(gateway).collect();
+    objects.extend((0..routes).map(|i| decode(route_value(i, routes, ""))));
+    objects
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+struct Figures {
+    routes: usize,
+    build: Duration,
+    plan: Duration,
+    reeval: Duration,
+    index_apply: Duration,
+    bytes_per_route: f64,
+}
+
+fn measure(routes: usize) -> Figures {
+    let cfg = Arc::new(Config::default());
+    let objects = cluster(routes);
+    let gateways_only: Vec<Object> = objects[..GATEWAYS].to_vec();
+
+    // Memory: the index with gateways only vs with every route, inputs dropped in both cases.
+    let before = LIVE.load(Ordering::Relaxed);
+    let base = Snapshot::from_objects(cfg.clone(), gateways_only);
+    let with_gateways = LIVE.load(Ordering::Relaxed);
+    drop(base);
+    let started = Instant::now();
+    let snapshot = Snapshot::from_objects(cfg.clone(), objects);
+    let build = started.elapsed();
+    let full = LIVE.load(Ordering::Relaxed);
+    let bytes_per_route = (full - before - (with_gateways - before)) as f64 / routes as f64;
+
+    let plan = median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                black_box(full_plan(&snapshot));
+                started.elapsed()
+            })
+            .collect(),
+    );
+
+    // One route changes: as-if-applied on the snapshot + its conflicts (the webhook's path).
+    let iterations = 2000;
+    let changed: Vec<Object> = (0..iterations)
+        .map(|k| {
+            let i = (k * 7919) % routes;
+            let mut value = route_value(i, routes, "");
+            value["spec"]["hostnames"][1] = json!(format!("changed{k}.example.org"));
+            decode(value)
+        })
+        .collect();
+    let started = Instant::now();
+    for object in &changed {
+        let Object::Route(route) = object else {
+            unreachable!("routes only")
+        };
+        let eval = evaluate_route(&snapshot, snapshot.config(), route);
+        black_box(newcomer_conflicts(&snapshot, route, &eval));
+    }
+    let reeval = started.elapsed() / iterations as u32;
+
+    // The live index: apply one changed route and publish a new snapshot.
+    let index = Index::with_config(cfg);
+    index.replace_all(
+        snapshot
+            .routes()
+            .map(|(_, e)| Object::Route(e.route.clone()))
+            .collect(),
+    );
+    for g in 0..GATEWAYS {
+        index.apply(gateway(g));
+    }
+    let started = Instant::now();
+    for object in &changed {
+        index.apply(object.clone());
+    }
+    let index_apply = started.elapsed() / iterations as u32;
+
+    Figures {
+        routes,
+        build,
+        plan,
+        reeval,
+        index_apply,
+        bytes_per_route,
+    }
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect::<Vec<_>>();
+    let sizes = if sizes.is_empty() {
+        vec![1_000, 10_000, 100_000]
+    } else {
+        sizes
+    };
+    println!(
+        "engine benchmark: {GATEWAYS} Gateways (10% wildcard listeners), 2 hostnames/route, 1% conflicting names"
+    );
+    println!(
+        "{:>8}  {:>12}  {:>12}  {:>14}  {:>14}  {:>12}",
+        "routes", "build+eval", "full plan", "re-eval/route", "index apply", "index B/route"
+    );
+    let mut results = Vec::new();
+    for routes in sizes {
+        let f = measure(routes);
+        println!(
+            "{:>8}  {:>10.1}ms  {:>10.1}ms  {:>12.1}µs  {:>12.1}µs  {:>12.0}",
+            f.routes,
+            f.build.as_secs_f64() * 1e3,
+            f.plan.as_secs_f64() * 1e3,
+            f.reeval.as_secs_f64() * 1e6,
+            f.index_apply.as_secs_f64() * 1e6,
+            f.bytes_per_route
+        );
+        results.push(f);
+    }
+    if let (Some(first), Some(last)) = (results.first(), results.last())
+        && results.len() > 1
+    {
+        println!(
+            "ratio {}→{} routes: re-eval {:.2}x (flat = 1), full plan per route {:.2}x, memory per route {:.2}x",
+            first.routes,
+            last.routes,
+            last.reeval.as_secs_f64() / first.reeval.as_secs_f64(),
+            (last.plan.as_secs_f64() / last.routes as f64)
+                / (first.plan.as_secs_f64() / first.routes as f64),
+            last.bytes_per_route / first.bytes_per_route
+        );
+    }
+}

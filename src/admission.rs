@@ -1,0 +1,295 @@
+//! Admission decisions: evaluate the object under review against the index *as if applied* and
+//! answer allowed/denied with warnings (DESIGN.md §2). Pure: no HTTP here.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::engine::attach::{RouteEval, evaluate_route};
+use crate::engine::plan::{self, newcomer_conflicts, route_ref};
+use crate::engine::{Action, Reason, Violation};
+use crate::index::Snapshot;
+use crate::model::{self, Object, Route};
+
+/// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
+const MAX_NAMED_ROUTES: usize = 10;
+
+/// The answer for one AdmissionReview request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// Each starts with `Reason: `.
+    pub warnings: Vec<String>,
+    /// The findings that deny (empty when allowed).
+    pub denials: Vec<Violation>,
+    /// Every finding with its final action, for logs and metrics (audit ones included).
+    pub findings: Vec<Violation>,
+    /// Set when gateway-dns could not read the object (it is then allowed).
+    pub unreadable: Option<String>,
+}
+
+impl Decision {
+    fn allow() -> Decision {
+        Decision {
+            allowed: true,
+            ..Decision::default()
+        }
+    }
+
+    /// The denial's `status.message`: one line per denying finding.
+    pub fn denial_message(&self) -> String {
+        self.denials
+            .iter()
+            .map(|v| format!("{}: {}", v.reason, v.message))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Decides one AdmissionReview `request` (the member of the review, as JSON).
+pub fn decide(snap: &Snapshot, request: &Value) -> Decision {
+    let operation = request
+        .get("operation")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(operation, "CREATE" | "UPDATE") {
+        // DELETE (and CONNECT) are always allowed: removing a claim never breaks DNS rules.
+        return Decision::allow();
+    }
+    let object = match request.get("object").map(decode) {
+        None => return Decision::allow(),
+        Some(Ok(None)) => return Decision::allow(),
+        Some(Ok(Some(object))) => object,
+        Some(Err(message)) => return unreadable(message),
+    };
+    let old = match request
+        .get("oldObject")
+        .filter(|v| !v.is_null())
+        .map(decode)
+    {
+        Some(Ok(old)) => old,
+        // An unreadable old object only loses the "pre-existing" downgrade; judge the new one.
+        Some(Err(_)) | None => None,
+    };
+    match object {
+        Object::Route(route) => {
+            let old_route = match old {
+                Some(Object::Route(old)) if operation == "UPDATE" => Some(old),
+                _ => None,
+            };
+            decide_route(snap, &route, old_route.as_deref())
+        }
+        Object::Gateway(_) | Object::ListenerSet(_) => decide_parent(snap, object),
+        Object::Namespace(_) => Decision::allow(),
+    }
+}
+
+fn decode(value: &Value) -> Result<Option<Object>, String> {
+    model::decode_value(value).map_err(|err| err.to_string())
+}
+
+fn unreadable(message: String) -> Decision {
+    Decision {
+        allowed: true,
+        warnings: vec![format!(
+            "EvaluationError: gateway-dns could not read this object ({message}); allowed without DNS checks"
+        )],
+        unreadable: Some(message),
+        ..Decision::default()
+    }
+}
+
+/// All violations of a route as the newcomer: intrinsic findings plus conflicts with incumbents.
+pub fn route_violations(snap: &Snapshot, route: &Route) -> (RouteEval, Vec<Violation>) {
+    let eval = evaluate_route(snap, snap.config(), route);
+    let mut violations: Vec<Violation> = eval
+        .findings
+        .iter()
+        .map(|f| plan::violation(snap, route, f))
+        .collect();
+    violations.extend(newcomer_conflicts(snap, route, &eval));
+    violations.retain(|v| v.action != Action::Ignore);
+    violations.sort();
+    (eval, violations)
+}
+
+/// Identity of a finding across an UPDATE (fields can shift when hostnames are reordered).
+fn finding_identity(v: &Violation) -> (Reason, Option<String>, Option<String>) {
+    match &v.hostname {
+        Some(h) => (v.reason, Some(h.clone()), None),
+        None => (v.reason, None, Some(v.field.clone())),
+    }
+}
+
+fn decide_route(snap: &Snapshot, route: &Route, old: Option<&Route>) -> Decision {
+    let (_, mut violations) = route_violations(snap, route);
+    if let Some(old) = old {
+        let (_, old_violations) = route_violations(snap, old);
+        let existing: BTreeSet<_> = old_violations.iter().map(finding_identity).collect();
+        // On UPDATE only what the old object did not already have can deny.
+        for v in violations.iter_mut() {
+            if v.action == Action::Deny && existing.contains(&finding_identity(v)) {
+                v.action = Action::Warn;
+                v.message.push_str(" (already the case before this change)");
+            }
+        }
+    }
+    let denials: Vec<Violation> = violations
+        .iter()
+        .filter(|v| v.action == Action::Deny)
+        .cloned()
+        .collect();
+    let warnings = violations
+        .iter()
+        .filter(|v| v.action == Action::Warn)
+        .map(|v| format!("{}: {}", v.reason, v.message))
+        .collect();
+    Decision {
+        allowed: denials.is_empty(),
+        warnings,
+        denials,
+        findings: violations,
+        unreadable: None,
+    }
+}
+
+/// Gateway and ListenerSet changes are never denied: warn about the routes whose names the
+/// change would drop or make conflict.
+fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
+    let key = object.key();
+    let next = snap.with_applied(object);
+    let mut affected = snap.affected_routes(&key);
+    affected.extend(next.affected_routes(&key));
+    affected.sort();
+    affected.dedup();
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for id in &affected {
+        let (Some(before), Some(after)) = (snap.route(id), next.route(id)) else {
+            continue;
+        };
+        let route_name = route_ref(&after.route);
+        let old_findings: BTreeSet<_> = before
+            .eval
+            .findings
+            .iter()
+            .map(|f| (f.reason, f.hostname.clone()))
+            .collect();
+        for f in &after.eval.findings {
+            if !old_findings.contains(&(f.reason, f.hostname.clone())) {
+                lines.push((
+                    route_name.clone(),
+                    format!("{}: {route_name}: {}", f.reason, f.message),
+                ));
+            }
+        }
+        let dropped: Vec<&str> = before
+            .eval
+            .names()
+            .filter(|n| !after.eval.names().any(|m| m == *n))
+            .collect();
+        if !dropped.is_empty() && after.eval.findings.len() == before.eval.findings.len() {
+            lines.push((
+                route_name.clone(),
+                format!(
+                    "NoMatchingListenerHostname: {route_name} would no longer publish {}",
+                    dropped.join(", ")
+                ),
+            ));
+        }
+        for name in after.eval.names() {
+            let lost_now = |s: &Snapshot| {
+                let (_, violations) = plan::plan_name(s, name);
+                violations.iter().any(|v| v.object == route_name)
+            };
+            if lost_now(&next) && !lost_now(snap) {
+                lines.push((
+                    route_name.clone(),
+                    format!("HostnameConflict: {route_name}: {name} would resolve to Gateways with different addresses"),
+                ));
+            }
+        }
+    }
+    let routes: BTreeSet<&str> = lines.iter().map(|(r, _)| r.as_str()).collect();
+    let mut warnings = Vec::new();
+    let mut named = BTreeSet::new();
+    for (route, line) in &lines {
+        if named.len() == MAX_NAMED_ROUTES && !named.contains(route.as_str()) {
+            continue;
+        }
+        named.insert(route.as_str());
+        warnings.push(line.clone());
+    }
+    if routes.len() > named.len() {
+        let reason = lines.first().map_or("HostnameConflict", |(_, l)| {
+            l.split(':').next().unwrap_or("")
+        });
+        warnings.push(format!(
+            "{reason}: and {} more routes affected by this change",
+            routes.len() - named.len()
+        ));
+    }
+    Decision {
+        allowed: true,
+        warnings,
+        ..Decision::default()
+    }
+}
+
+/// The webhook's handler: decides each request on the index's current snapshot.
+pub struct EngineHandler {
+    index: crate::index::Index,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+}
+
+impl EngineHandler {
+    pub fn new(
+        index: crate::index::Index,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> EngineHandler {
+        EngineHandler { index, metrics }
+    }
+}
+
+/// The envelope's verdict for a decision.
+pub fn verdict(decision: &Decision) -> crate::webhook::Verdict {
+    use crate::webhook::{Cause, Denial, Verdict};
+    if decision.allowed {
+        return Verdict::allow_with_warnings(decision.warnings.clone());
+    }
+    let causes = decision
+        .denials
+        .iter()
+        .map(|v| Cause {
+            reason: v.reason.to_string(),
+            field: v.field.clone(),
+            message: v.message.clone(),
+        })
+        .collect();
+    Verdict::deny(
+        Denial {
+            message: decision.denial_message(),
+            causes,
+        },
+        decision.warnings.clone(),
+    )
+}
+
+impl crate::webhook::AdmissionHandler for EngineHandler {
+    fn handle(&self, request: &Value) -> crate::webhook::Verdict {
+        let snapshot = self.index.snapshot();
+        let decision = decide(&snapshot, request);
+        if let Some(why) = &decision.unreadable {
+            self.metrics
+                .record_evaluation_error(crate::metrics::EvaluationErrorKind::Unreadable);
+            tracing::warn!(error = %why, "could not read the object under review; allowed");
+        }
+        for finding in &decision.findings {
+            self.metrics
+                .record_decision(finding.reason.as_str(), finding.action.as_str());
+            if finding.action == Action::Audit {
+                tracing::info!(object = %finding.object, reason = %finding.reason, message = %finding.message, "audit finding");
+            }
+        }
+        verdict(&decision)
+    }
+}

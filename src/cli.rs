@@ -1,0 +1,404 @@
+//! Command line: `check`, `serve`, `certs`. Every flag can also come from `GATEWAY_DNS_<FLAG>`.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use crate::engine::{
+    AttachmentMode, Config, ConfigError, ConflictResolution, Mode, Scope, selector,
+};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gateway-dns",
+    version,
+    about = "DNS governance for the Kubernetes Gateway API"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate YAML/JSON files offline: the records they would publish and every finding.
+    Check(CheckArgs),
+    /// Run the admission webhook and the DNS sync loop over one in-memory index.
+    Serve(Box<ServeArgs>),
+    /// Write a CA and a serving certificate for the webhook's Service.
+    Certs(CertsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// The webhook's Service name.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE")]
+    pub service: String,
+    /// The webhook's Service namespace.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_NAMESPACE_OF_SERVICE"
+    )]
+    pub namespace: String,
+    /// Directory for ca.crt, tls.crt and tls.key.
+    #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
+    pub out: PathBuf,
+    /// Replace existing files.
+    #[arg(long, env = "GATEWAY_DNS_FORCE")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Files source: a directory of manifests, re-read on change (the embedded default).
+    #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS")]
+    pub manifests: Option<PathBuf>,
+    /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Webhook listen address (HTTPS).
+    #[arg(long, default_value = "0.0.0.0:8443", env = "GATEWAY_DNS_LISTEN")]
+    pub listen: std::net::SocketAddr,
+    /// Serving certificate (PEM); reloaded when it changes. Without it a pair is made in memory.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving key (PEM), with --tls-cert.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Where the in-memory CA certificate is written for local clients.
+    #[arg(long, default_value = "certs/ca.crt", env = "GATEWAY_DNS_LOCAL_CA_OUT")]
+    pub local_ca_out: PathBuf,
+    /// Service name the in-memory certificate is made for.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE_NAME")]
+    pub service_name: String,
+    /// Service namespace the in-memory certificate is made for.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_SERVICE_NAMESPACE"
+    )]
+    pub service_namespace: String,
+    /// Plain-HTTP listener for /metrics and /healthz.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9090",
+        env = "GATEWAY_DNS_METRICS_LISTEN"
+    )]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Every admission request is answered within this time (else allowed with a warning).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE")]
+    pub admission_deadline: std::time::Duration,
+    /// Run the webhook (false: the sync loop alone).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
+    pub webhook: bool,
+    /// Cluster source: how often discovery looks for CRDs that appeared or went away.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_DISCOVERY_INTERVAL")]
+    pub discovery_interval: std::time::Duration,
+
+    /// Run the DNS sync loop (false: the webhook alone).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_SYNC")]
+    pub sync: bool,
+    /// Where records are written.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "embedded",
+        env = "GATEWAY_DNS_PROVIDER"
+    )]
+    pub provider: ProviderKind,
+    /// A zone gateway-dns manages (repeatable or comma-separated). The embedded server infers
+    /// zones from the manifests when none is given.
+    #[arg(
+        long = "zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE"
+    )]
+    pub zones: Vec<String>,
+    /// Embedded DNS server listen address (UDP and TCP).
+    #[arg(long, default_value = "127.0.0.1:5353", env = "GATEWAY_DNS_DNS_LISTEN")]
+    pub dns_listen: std::net::SocketAddr,
+    /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
+    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID")]
+    pub txt_owner_id: String,
+    /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
+    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT")]
+    pub txt_wildcard_replacement: Option<String>,
+    /// sync: create, update, delete; upsert-only: never delete; create-only: only create.
+    #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY")]
+    pub policy: String,
+    /// Periodic resync that repairs drift.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_INTERVAL")]
+    pub interval: std::time::Duration,
+    /// Log the plan; write nothing.
+    #[arg(long, env = "GATEWAY_DNS_DRY_RUN")]
+    pub dry_run: bool,
+    /// One sync pass, then exit: 0 when converged, 1 otherwise.
+    #[arg(long, env = "GATEWAY_DNS_ONCE")]
+    pub once: bool,
+    /// RFC 2136 server, HOST:PORT.
+    #[arg(long, value_name = "ADDR", env = "GATEWAY_DNS_RFC2136_SERVER")]
+    pub rfc2136_server: Option<std::net::SocketAddr>,
+    /// RFC 2136 zone (repeatable; same as --zone).
+    #[arg(
+        long = "rfc2136-zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_RFC2136_ZONE"
+    )]
+    pub rfc2136_zones: Vec<String>,
+    /// TSIG key name (no TSIG when unset).
+    #[arg(long, env = "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME")]
+    pub rfc2136_tsig_key_name: Option<String>,
+    /// TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
+    #[arg(
+        long,
+        default_value = "hmac-sha256",
+        env = "GATEWAY_DNS_RFC2136_TSIG_ALGORITHM"
+    )]
+    pub rfc2136_tsig_algorithm: String,
+    /// File holding the base64 TSIG secret (else the env var GATEWAY_DNS_RFC2136_TSIG_SECRET).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GATEWAY_DNS_RFC2136_TSIG_SECRET_FILE"
+    )]
+    pub rfc2136_tsig_secret_file: Option<PathBuf>,
+    /// PowerDNS API base URL, e.g. http://pdns:8081.
+    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_PDNS_SERVER")]
+    pub pdns_server: Option<String>,
+    /// File holding the PowerDNS API key (else the env var GATEWAY_DNS_PDNS_API_KEY).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_PDNS_API_KEY_FILE")]
+    pub pdns_api_key_file: Option<PathBuf>,
+    /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Namespace of the Lease.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE"
+    )]
+    pub leader_election_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME")]
+    pub lease_name: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    /// An authoritative DNS server inside gateway-dns (the default).
+    Embedded,
+    /// RFC 2136 dynamic updates (BIND and others), TSIG, AXFR to list.
+    Rfc2136,
+    /// The PowerDNS authoritative HTTP API.
+    Pdns,
+}
+
+/// Parses a duration such as `500ms`, `2s`, `1m30s` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(seconds));
+    }
+    let bad = || format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m30s)");
+    let mut total = std::time::Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let unit = match &rest[..unit_len] {
+            "ms" => std::time::Duration::from_millis(number),
+            "s" => std::time::Duration::from_secs(number),
+            "m" => std::time::Duration::from_secs(number * 60),
+            "h" => std::time::Duration::from_secs(number * 3600),
+            _ => return Err(bad()),
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    if total.is_zero() {
+        Err(bad())
+    } else {
+        Ok(total)
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files or directories (multi-document YAML, JSON, `kind: List`); `-` reads stdin.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
+    pub output: OutputFormat,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Flags shared by `check` and `serve`: what the engine decides and for which objects.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// How routes attach: predicted from spec, or only where status says Accepted=True.
+    #[arg(long, default_value = "spec", value_parser = ["spec", "status"], env = "GATEWAY_DNS_ATTACHMENT")]
+    pub attachment: String,
+    /// Only Gateways with this name.
+    #[arg(long, env = "GATEWAY_DNS_GATEWAY_NAME")]
+    pub gateway_name: Option<String>,
+    /// Only Gateways in this namespace.
+    #[arg(long, env = "GATEWAY_DNS_GATEWAY_NAMESPACE")]
+    pub gateway_namespace: Option<String>,
+    /// Only Gateways whose labels match this selector (e.g. `dns=public,tier in (edge)`).
+    #[arg(long, env = "GATEWAY_DNS_GATEWAY_SELECTOR")]
+    pub gateway_selector: Option<String>,
+    /// Only routes in this namespace.
+    #[arg(long, env = "GATEWAY_DNS_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Only routes whose labels match this selector.
+    #[arg(long, env = "GATEWAY_DNS_ROUTE_SELECTOR")]
+    pub route_selector: Option<String>,
+    /// Only routes whose annotations match this selector.
+    #[arg(long, env = "GATEWAY_DNS_ANNOTATION_FILTER")]
+    pub annotation_filter: Option<String>,
+    /// Read ListenerSets (true|false).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LISTENER_SETS")]
+    pub listener_sets: bool,
+    /// Publish the wildcard hostname a hostless route inherits from its listener.
+    #[arg(long, env = "GATEWAY_DNS_ALLOW_INHERITED_WILDCARDS")]
+    pub allow_inherited_wildcards: bool,
+    /// Ignore the external-dns hostname annotation on routes.
+    #[arg(long, env = "GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION")]
+    pub ignore_hostname_annotation: bool,
+    /// Who keeps a name claimed through Gateways with different addresses.
+    #[arg(long, default_value = "oldest-wins", value_parser = ["oldest-wins", "exclude"], env = "GATEWAY_DNS_CONFLICT_RESOLUTION")]
+    pub conflict_resolution: String,
+    /// enforce: deny; warn: denials become warnings; audit: only logged and counted.
+    #[arg(long, default_value = "enforce", value_parser = ["enforce", "warn", "audit"], env = "GATEWAY_DNS_MODE")]
+    pub mode: String,
+    /// Override one reason's action: REASON=deny|warn|ignore (repeatable).
+    #[arg(
+        long = "action",
+        value_name = "REASON=ACTION",
+        env = "GATEWAY_DNS_ACTION",
+        value_delimiter = ','
+    )]
+    pub actions: Vec<String>,
+}
+
+impl EngineArgs {
+    pub fn to_config(&self) -> Result<Config, ConfigError> {
+        let parse_selector = |s: &Option<String>| s.as_deref().map(selector::parse).transpose();
+        let mut actions = BTreeMap::new();
+        for text in &self.actions {
+            let (reason, action) = Config::parse_action(text)?;
+            actions.insert(reason, action);
+        }
+        Ok(Config {
+            attachment: self.attachment.parse::<AttachmentMode>()?,
+            scope: Scope {
+                gateway_name: self.gateway_name.clone(),
+                gateway_namespace: self.gateway_namespace.clone(),
+                gateway_selector: parse_selector(&self.gateway_selector)?,
+                namespace: self.namespace.clone(),
+                route_selector: parse_selector(&self.route_selector)?,
+                annotation_filter: parse_selector(&self.annotation_filter)?,
+            },
+            listener_sets: self.listener_sets,
+            allow_inherited_wildcards: self.allow_inherited_wildcards,
+            ignore_hostname_annotation: self.ignore_hostname_annotation,
+            conflict_resolution: self.conflict_resolution.parse::<ConflictResolution>()?,
+            mode: self.mode.parse::<Mode>()?,
+            actions,
+        })
+    }
+}
+
+/// Exit codes of `check`.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_DENIED: u8 = 1;
+pub const EXIT_INPUT: u8 = 2;
+
+/// Runs `check`; returns the process exit code.
+pub fn run_check(args: &CheckArgs) -> u8 {
+    let cfg = match args.engine.to_config() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let loaded = match crate::source::files::load_paths(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let plan = crate::check::run(Arc::new(cfg), loaded);
+    match args.output {
+        OutputFormat::Json => println!("{}", crate::check::to_json(&plan)),
+        OutputFormat::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", crate::check::to_text(&plan, colour));
+        }
+    }
+    if plan.denies() { EXIT_DENIED } else { EXIT_OK }
+}
+
+/// Runs `certs`; returns the process exit code.
+pub fn run_certs(args: &CertsArgs) -> u8 {
+    match crate::certs::run(&args.service, &args.namespace, &args.out, args.force) {
+        Ok(written) => {
+            for path in written {
+                println!("wrote {}", path.display());
+            }
+            EXIT_OK
+        }
+        Err(err) => {
+            eprintln!("gateway-dns certs: {err}");
+            EXIT_INPUT
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            parse_duration("1m30s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert_eq!(parse_duration("7"), Ok(std::time::Duration::from_secs(7)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,740 @@
+//! Attachment (route → listeners) and the DNS names a route contributes (DESIGN.md §1).
+
+use std::sync::Arc;
+
+use super::hostname::{self, intersect};
+use super::{AttachmentMode, Config, Reason, annotation, selector};
+use crate::model::{
+    Acceptance, Address, Gateway, Listener, ListenerSet, Namespace, NamespacesFrom, ObjectKind,
+    ParentRef, Route, StringMap,
+};
+
+/// Read-only lookups the engine needs; the index's snapshot implements it.
+pub trait World {
+    fn namespace(&self, name: &str) -> Option<&Namespace>;
+    fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>>;
+    fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>>;
+}
+
+/// Where a name's addresses come from: a Gateway, possibly through one of its ListenerSets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Origin {
+    /// `namespace/name` of the Gateway.
+    pub gateway: Box<str>,
+    /// `namespace/name` of the ListenerSet the route attached through, if any.
+    pub listener_set: Option<Box<str>>,
+    /// Sorted, without duplicates. Empty when the Gateway has no address yet.
+    pub targets: Arc<[Address]>,
+}
+
+impl Origin {
+    pub fn targets_text(&self) -> String {
+        self.targets
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Which field of the route produced a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NameSource {
+    SpecHostname(u16),
+    Annotation,
+    /// Inherited from the listener of `spec.parentRefs[i]`.
+    Inherited(u16),
+}
+
+impl NameSource {
+    pub fn field(self) -> String {
+        match self {
+            NameSource::SpecHostname(i) => format!("spec.hostnames[{i}]"),
+            NameSource::Annotation => {
+                "metadata.annotations[external-dns.kubernetes.io/hostname]".to_owned()
+            }
+            NameSource::Inherited(i) => format!("spec.parentRefs[{i}]"),
+        }
+    }
+}
+
+/// One DNS name a route would publish through one origin.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Claim {
+    /// Shared with the index's name → claimants map.
+    pub name: Arc<str>,
+    pub origin: Arc<Origin>,
+    pub source: NameSource,
+}
+
+/// A finding before its action is resolved.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Finding {
+    pub reason: Reason,
+    pub hostname: Option<Box<str>>,
+    pub field: Box<str>,
+    pub message: Box<str>,
+}
+
+/// What one route contributes, computed from it and the Gateways/ListenerSets/Namespaces it names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteEval {
+    /// Sorted by name; one entry per (name, distinct origin).
+    pub claims: Vec<Claim>,
+    /// Findings intrinsic to the route (conflicts are found across routes, elsewhere).
+    pub findings: Vec<Finding>,
+    pub ttl: Option<u32>,
+    /// False when the route is outside this installation's scope: it contributes nothing.
+    pub in_scope: bool,
+}
+
+impl RouteEval {
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let mut last: Option<&str> = None;
+        self.claims.iter().filter_map(move |c| {
+            let name = &*c.name;
+            (last.replace(name) != Some(name)).then_some(name)
+        })
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.claims.capacity() * std::mem::size_of::<Claim>()
+            + self.claims.iter().map(|c| c.name.len()).sum::<usize>()
+            + self
+                .findings
+                .iter()
+                .map(|f| std::mem::size_of::<Finding>() + f.message.len() + f.field.len())
+                .sum::<usize>()
+    }
+}
+
+/// Does the route pass the route filters of this installation?
+pub fn route_in_scope(cfg: &Config, route: &Route) -> bool {
+    let scope = &cfg.scope;
+    if scope
+        .namespace
+        .as_deref()
+        .is_some_and(|ns| ns != &*route.meta.namespace)
+    {
+        return false;
+    }
+    if let Some(sel) = &scope.route_selector
+        && !selector::matches(sel, &route.meta.labels)
+    {
+        return false;
+    }
+    if let Some(sel) = &scope.annotation_filter
+        && !selector::matches(sel, &route.meta.annotations)
+    {
+        return false;
+    }
+    // external-dns's controller annotation: a route claimed by another controller is not ours.
+    annotation(&route.meta.annotations, "controller").is_none_or(|c| c == "dns-controller")
+}
+
+/// Does the Gateway pass the Gateway filters of this installation?
+pub fn gateway_in_scope(cfg: &Config, gateway: &Gateway) -> bool {
+    let scope = &cfg.scope;
+    scope
+        .gateway_name
+        .as_deref()
+        .is_none_or(|n| n == &*gateway.meta.name)
+        && scope
+            .gateway_namespace
+            .as_deref()
+            .is_none_or(|n| n == &*gateway.meta.namespace)
+        && scope
+            .gateway_selector
+            .as_ref()
+            .is_none_or(|sel| selector::matches(sel, &gateway.meta.labels))
+}
+
+/// The protocol a route kind speaks, as listeners name it.
+pub fn route_protocol(kind: ObjectKind) -> &'static str {
+    match kind {
+        ObjectKind::TLSRoute => "TLS",
+        ObjectKind::TCPRoute => "TCP",
+        ObjectKind::UDPRoute => "UDP",
+        _ => "HTTP",
+    }
+}
+
+/// Can a route speaking `route_protocol` attach to a listener of `listener_protocol`?
+pub fn protocol_compatible(route_protocol: &str, listener_protocol: &str) -> bool {
+    match route_protocol {
+        "HTTP" => matches!(listener_protocol, "HTTP" | "HTTPS"),
+        "TLS" => listener_protocol == "TLS",
+        "TCP" => matches!(listener_protocol, "TCP" | "TLS"),
+        "UDP" => listener_protocol == "UDP",
+        _ => false,
+    }
+}
+
+/// Why a listener refuses a route, or None when it accepts it.
+fn listener_refusal(
+    world: &dyn World,
+    listener: &Listener,
+    owner_namespace: &str,
+    route: &Route,
+) -> Option<String> {
+    if listener.rejected {
+        return Some(format!(
+            "listener {} is not accepted by its controller",
+            listener.name
+        ));
+    }
+    if !protocol_compatible(route_protocol(route.kind), &listener.protocol) {
+        return Some(format!(
+            "listener {} speaks {}, which does not carry {}",
+            display_name(&listener.name),
+            listener.protocol,
+            route.kind
+        ));
+    }
+    if let Some(kinds) = &listener.allowed_routes.kinds
+        && !kinds
+            .iter()
+            .any(|k| &*k.kind == route.kind.kind() && &*k.group == route.kind.group())
+    {
+        return Some(format!(
+            "listener {} allows only {}",
+            display_name(&listener.name),
+            kinds
+                .iter()
+                .map(|k| &*k.kind)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let route_ns = &*route.meta.namespace;
+    let allowed = match &listener.allowed_routes.namespaces {
+        NamespacesFrom::Same => route_ns == owner_namespace,
+        NamespacesFrom::All => true,
+        NamespacesFrom::None => false,
+        NamespacesFrom::Selector(sel) => world
+            .namespace(route_ns)
+            .is_some_and(|ns| selector::matches(sel, &ns.meta.labels)),
+    };
+    (!allowed).then(|| {
+        format!(
+            "listener {} does not allow routes from namespace {route_ns}",
+            display_name(&listener.name)
+        )
+    })
+}
+
+fn display_name(name: &str) -> &str {
+    if name.is_empty() { "(unnamed)" } else { name }
+}
+
+/// Does a Gateway's `allowedListeners` admit a ListenerSet from `namespace`?
+fn admits_listener_set(world: &dyn World, gateway: &Gateway, namespace: &str) -> bool {
+    match &gateway.allowed_listeners {
+        NamespacesFrom::None => false,
+        NamespacesFrom::All => true,
+        NamespacesFrom::Same => namespace == &*gateway.meta.namespace,
+        NamespacesFrom::Selector(sel) => world
+            .namespace(namespace)
+            .is_some_and(|ns| selector::matches(sel, &ns.meta.labels)),
+    }
+}
+
+/// Addresses from the target annotation (comma-separated IPs or hostnames), if set.
+fn target_override(annotations: &StringMap) -> Option<Vec<Address>> {
+    let raw = annotation(annotations, "target")?;
+    Some(raw.split(',').filter_map(Address::parse).collect())
+}
+
+fn sorted_targets(mut targets: Vec<Address>) -> Arc<[Address]> {
+    targets.sort();
+    targets.dedup();
+    targets.into()
+}
+
+/// Parses the TTL annotation: whole seconds, or a Go-style duration such as `90s`, `5m`, `1h30m`.
+pub fn parse_ttl(text: &str) -> Option<u32> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u32>() {
+        return Some(seconds);
+    }
+    let (mut total, mut number) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let value: u64 = number.parse().ok()?;
+        number.clear();
+        total += value
+            * match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                _ => return None,
+            };
+    }
+    if !number.is_empty() {
+        return None;
+    }
+    u32::try_from(total).ok()
+}
+
+/// A parent the route attaches to, with the listeners that accept it.
+struct Attached<'w> {
+    parent_index: u16,
+    origin: Arc<Origin>,
+    listeners: Vec<&'w Listener>,
+}
+
+/// Requested hostnames (spec and annotation), validated.
+struct Requested {
+    hosts: Vec<(String, NameSource)>,
+    any_written: bool,
+}
+
+fn requested_hostnames(cfg: &Config, route: &Route, findings: &mut Vec<Finding>) -> Requested {
+    let source = annotation(&route.meta.annotations, "gateway-hostname-source");
+    let use_spec = source != Some("annotation-only");
+    let use_annotation = !cfg.ignore_hostname_annotation && source != Some("defined-hosts-only");
+    let mut raw: Vec<(&str, NameSource)> = Vec::new();
+    if use_spec {
+        raw.extend(
+            route
+                .hostnames
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (&**h, NameSource::SpecHostname(i as u16))),
+        );
+    }
+    if use_annotation && let Some(list) = annotation(&route.meta.annotations, "hostname") {
+        raw.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(|h| (h, NameSource::Annotation)),
+        );
+    }
+    let mut hosts = Vec::with_capacity(raw.len());
+    for (host, source) in &raw {
+        match hostname::normalize(host) {
+            Ok(name) => hosts.push((name, *source)),
+            Err(err) => findings.push(Finding {
+                reason: Reason::InvalidHostname,
+                hostname: Some((*host).into()),
+                field: source.field().into(),
+                message: format!("{host} {err}; use a DNS name such as app.example.com").into(),
+            }),
+        }
+    }
+    Requested {
+        hosts,
+        any_written: !raw.is_empty(),
+    }
+}
+
+fn finding(reason: Reason, hostname: Option<&str>, field: String, message: String) -> Finding {
+    Finding {
+        reason,
+        hostname: hostname.map(Into::into),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Resolves one parentRef: the listeners that accept the route, or a finding explaining why none.
+fn attach_parent<'w>(
+    world: &'w dyn World,
+    cfg: &Config,
+    route: &Route,
+    index: usize,
+    parent_ref: &ParentRef,
+    findings: &mut Vec<Finding>,
+) -> Option<Attached<'w>> {
+    let field = format!("spec.parentRefs[{index}]");
+    let kind = parent_ref.target_kind()?;
+    if kind == ObjectKind::ListenerSet && !cfg.listener_sets {
+        return None;
+    }
+    if !parent_accepted_by_status(cfg, route, parent_ref) {
+        return None;
+    }
+    let (ns, name) = (&*parent_ref.namespace, &*parent_ref.name);
+    let not_found = |what: String| {
+        finding(
+            Reason::ParentNotFound,
+            None,
+            field.clone(),
+            format!("{what}; no DNS will be published through it until it exists"),
+        )
+    };
+    let (gateway, listener_set, listeners, owner_ns): (
+        &Arc<Gateway>,
+        Option<&Arc<ListenerSet>>,
+        &[Listener],
+        &str,
+    ) = match kind {
+        ObjectKind::Gateway => {
+            let Some(gw) = world
+                .gateway(ns, name)
+                .filter(|gw| gateway_in_scope(cfg, gw))
+            else {
+                findings.push(not_found(format!(
+                    "Gateway {ns}/{name} is not known to gateway-dns"
+                )));
+                return None;
+            };
+            (gw, None, &gw.listeners, ns)
+        }
+        _ => {
+            let Some(ls) = world.listener_set(ns, name) else {
+                findings.push(not_found(format!(
+                    "ListenerSet {ns}/{name} is not known to gateway-dns"
+                )));
+                return None;
+            };
+            let Some(gw) = world
+                .gateway(&ls.parent.namespace, &ls.parent.name)
+                .filter(|gw| gateway_in_scope(cfg, gw))
+            else {
+                findings.push(not_found(format!(
+                        "ListenerSet {ns}/{name} belongs to Gateway {}/{}, which is not known to gateway-dns",
+                        ls.parent.namespace, ls.parent.name
+                    )));
+                return None;
+            };
+            let refused_by_controller = match (cfg.attachment, ls.accepted) {
+                (_, Some(Acceptance::Rejected)) => true,
+                (AttachmentMode::Status, accepted) => accepted != Some(Acceptance::Accepted),
+                _ => false,
+            };
+            if refused_by_controller || !admits_listener_set(world, gw, ns) {
+                findings.push(finding(
+                        Reason::NotAllowedByListeners,
+                        None,
+                        field.clone(),
+                        format!(
+                            "Gateway {}/{} does not accept ListenerSet {ns}/{name}; attach to the Gateway directly or ask its owner to allow the ListenerSet",
+                            gw.meta.namespace, gw.meta.name
+                        ),
+                    ));
+                return None;
+            }
+            (gw, Some(ls), &ls.listeners, ns)
+        }
+    };
+    let candidates: Vec<&Listener> = listeners
+        .iter()
+        .filter(|l| {
+            parent_ref
+                .section_name
+                .as_deref()
+                .is_none_or(|s| s == &*l.name)
+        })
+        .filter(|l| parent_ref.port.is_none_or(|p| l.port == Some(p)))
+        .collect();
+    let parent_label = match listener_set {
+        Some(_) => format!("ListenerSet {ns}/{name}"),
+        None => format!("Gateway {ns}/{name}"),
+    };
+    if candidates.is_empty() {
+        let mut wanted = Vec::new();
+        if let Some(section) = &parent_ref.section_name {
+            wanted.push(format!("sectionName {section}"));
+        }
+        if let Some(port) = parent_ref.port {
+            wanted.push(format!("port {port}"));
+        }
+        let what = if wanted.is_empty() {
+            "any listener".to_owned()
+        } else {
+            wanted.join(" and ")
+        };
+        findings.push(finding(
+            Reason::NoMatchingParent,
+            None,
+            field,
+            format!("{parent_label} has no listener matching {what}; check sectionName/port"),
+        ));
+        return None;
+    }
+    let mut refusals = Vec::new();
+    let accepted: Vec<&Listener> = candidates
+        .into_iter()
+        .filter(|l| match listener_refusal(world, l, owner_ns, route) {
+            None => true,
+            Some(why) => {
+                refusals.push(why);
+                false
+            }
+        })
+        .collect();
+    if accepted.is_empty() {
+        findings.push(finding(
+            Reason::NotAllowedByListeners,
+            None,
+            field,
+            format!(
+                "{parent_label} refuses this {}: {}",
+                route.kind,
+                refusals.join("; ")
+            ),
+        ));
+        return None;
+    }
+    let targets = listener_set
+        .and_then(|ls| target_override(&ls.meta.annotations))
+        .or_else(|| target_override(&gateway.meta.annotations))
+        .unwrap_or_else(|| gateway.addresses.to_vec());
+    let origin = Origin {
+        gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
+        listener_set: listener_set
+            .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
+        targets: sorted_targets(targets),
+    };
+    Some(Attached {
+        parent_index: index as u16,
+        origin: Arc::new(origin),
+        listeners: accepted,
+    })
+}
+
+/// In `status` mode a parent counts only when the route's status says Accepted=True; in `spec`
+/// mode a parent is dropped only when the status says Accepted=False for the current generation.
+fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef) -> bool {
+    let status = route.status_parents.iter().find(|s| {
+        s.parent.same_parent(parent_ref) && s.parent.section_name == parent_ref.section_name
+    });
+    match cfg.attachment {
+        AttachmentMode::Status => status.is_some_and(|s| s.accepted == Acceptance::Accepted),
+        AttachmentMode::Spec => !status.is_some_and(|s| {
+            s.accepted == Acceptance::Rejected
+                && s.observed_generation
+                    .is_none_or(|g| Some(g) == route.meta.generation)
+        }),
+    }
+}
+
+/// Computes what a route contributes: its claims (name → origin) and intrinsic findings.
+pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEval {
+    if !route_in_scope(cfg, route) {
+        return RouteEval::default();
+    }
+    let mut findings = Vec::new();
+    let requested = requested_hostnames(cfg, route, &mut findings);
+    let ttl = annotation(&route.meta.annotations, "ttl").and_then(parse_ttl);
+    if route.parent_refs.is_empty() {
+        findings.push(finding(
+            Reason::NoParentRefs,
+            None,
+            "spec.parentRefs".to_owned(),
+            format!(
+                "{} attaches to no Gateway, so no DNS is published; add spec.parentRefs",
+                route.kind
+            ),
+        ));
+    }
+    let attached: Vec<Attached> = route
+        .parent_refs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| attach_parent(world, cfg, route, i, p, &mut findings))
+        .collect();
+
+    let mut claims: Vec<Claim> = Vec::new();
+    if requested.any_written {
+        let mut matched_any = false;
+        let mut outside = Vec::new();
+        for (host, source) in &requested.hosts {
+            let mut matched = false;
+            for parent in &attached {
+                for listener in &parent.listeners {
+                    if let Some(Some(name)) = intersect(listener.hostname.as_deref(), Some(host)) {
+                        matched = true;
+                        claims.push(Claim {
+                            name: name.into(),
+                            origin: parent.origin.clone(),
+                            source: *source,
+                        });
+                    }
+                }
+            }
+            matched_any |= matched;
+            if !matched && !attached.is_empty() {
+                outside.push((host, *source));
+            }
+        }
+        let listener_hosts = || listener_hostnames(&attached);
+        if !matched_any && !outside.is_empty() {
+            let names: Vec<&str> = outside.iter().map(|(h, _)| h.as_str()).collect();
+            findings.push(finding(
+                Reason::NoMatchingListenerHostname,
+                names.first().copied(),
+                outside[0].1.field(),
+                format!(
+                    "{} {} outside the listener hostnames of {}; use a hostname they serve or attach elsewhere",
+                    names.join(", "),
+                    if names.len() == 1 { "is" } else { "are" },
+                    listener_hosts()
+                ),
+            ));
+        } else {
+            for (host, source) in outside {
+                findings.push(finding(
+                    Reason::HostnameOutsideListener,
+                    Some(host),
+                    source.field(),
+                    format!(
+                        "{host} is outside the listener hostnames of {}; it is ignored",
+                        listener_hosts()
+                    ),
+                ));
+            }
+        }
+    } else {
+        for parent in &attached {
+            for listener in &parent.listeners {
+                let Some(host) = listener.hostname.as_deref() else {
+                    continue;
+                };
+                let Ok(name) = hostname::normalize(host) else {
+                    continue;
+                };
+                if hostname::is_wildcard(&name) && !cfg.allow_inherited_wildcards {
+                    findings.push(finding(
+                        Reason::InheritedWildcardHostname,
+                        Some(&name),
+                        format!("spec.parentRefs[{}]", parent.parent_index),
+                        format!(
+                            "no hostnames set; the listener's {name} is not published as a wildcard record; set spec.hostnames"
+                        ),
+                    ));
+                    continue;
+                }
+                claims.push(Claim {
+                    name: name.into(),
+                    origin: parent.origin.clone(),
+                    source: NameSource::Inherited(parent.parent_index),
+                });
+            }
+        }
+    }
+    for parent in &attached {
+        if parent.origin.targets.is_empty() && !claims.is_empty() {
+            findings.push(finding(
+                Reason::GatewayHasNoAddress,
+                None,
+                format!("spec.parentRefs[{}]", parent.parent_index),
+                format!(
+                    "Gateway {} has no address yet; its names are published once it has one",
+                    parent.origin.gateway
+                ),
+            ));
+        }
+    }
+    claims.retain(|c| !c.origin.targets.is_empty());
+    claims.sort();
+    claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
+    findings.sort();
+    findings.dedup();
+    RouteEval {
+        claims,
+        findings,
+        ttl,
+        in_scope: true,
+    }
+}
+
+/// One listener a route attaches to, and the hostnames it gets there (the intersections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerAttachment {
+    /// `Kind/namespace/name` of the Gateway or ListenerSet.
+    pub parent: String,
+    pub listener: String,
+    /// Intersected hostnames, sorted; for a hostless route, the listener's own hostname if any.
+    pub hostnames: Vec<String>,
+}
+
+/// Which listeners a route attaches to and the hostnames it gets on each (for conformance
+/// reporting and explanations). Listeners where the route's hostnames intersect nothing are
+/// left out, as the Gateway API does.
+pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<ListenerAttachment> {
+    let mut scratch = Vec::new();
+    let requested = requested_hostnames(cfg, route, &mut scratch);
+    let mut out = Vec::new();
+    for (i, parent_ref) in route.parent_refs.iter().enumerate() {
+        let Some(parent) = attach_parent(world, cfg, route, i, parent_ref, &mut scratch) else {
+            continue;
+        };
+        let kind = parent_ref.target_kind().map_or("Gateway", ObjectKind::kind);
+        for listener in &parent.listeners {
+            let mut hostnames: Vec<String> = if requested.any_written {
+                requested
+                    .hosts
+                    .iter()
+                    .filter_map(|(h, _)| intersect(listener.hostname.as_deref(), Some(h)).flatten())
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                listener
+                    .hostname
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
+            };
+            if requested.any_written && hostnames.is_empty() {
+                continue;
+            }
+            hostnames.sort();
+            hostnames.dedup();
+            out.push(ListenerAttachment {
+                parent: format!("{kind}/{}/{}", parent_ref.namespace, parent_ref.name),
+                listener: listener.name.to_string(),
+                hostnames,
+            });
+        }
+    }
+    out
+}
+
+fn listener_hostnames(attached: &[Attached]) -> String {
+    let mut per_parent = Vec::new();
+    for parent in attached {
+        let mut hosts: Vec<&str> = parent
+            .listeners
+            .iter()
+            .map(|l| l.hostname.as_deref().unwrap_or("*"))
+            .collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let owner = match parent.origin.listener_set.as_deref() {
+            Some(ls) => format!("ListenerSet {ls}"),
+            None => format!("Gateway {}", parent.origin.gateway),
+        };
+        per_parent.push(format!("{owner} ({})", hosts.join(", ")));
+    }
+    per_parent.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_forms() {
+        assert_eq!(parse_ttl("60"), Some(60));
+        assert_eq!(parse_ttl("1m30s"), Some(90));
+        assert_eq!(parse_ttl("2h"), Some(7200));
+        assert_eq!(parse_ttl("soon"), None);
+        assert_eq!(parse_ttl("10x"), None);
+        assert_eq!(parse_ttl("5m3"), None);
+    }
+
+    #[test]
+    fn protocols() {
+        assert!(protocol_compatible("HTTP", "HTTPS"));
+        assert!(protocol_compatible("TCP", "TLS"));
+        assert!(!protocol_compatible("TLS", "TCP"));
+        assert!(!protocol_compatible("TCP", "HTTPS"));
+        assert!(protocol_compatible("UDP", "UDP"));
+    }
+}

@@ -1,0 +1,355 @@
+//! The rule engine: pure, synchronous, no IO. Hostnames, attachment, names, records, conflicts and
+//! violations (DESIGN.md §1–§2). The webhook, the sync loop and `check` all call it.
+
+pub mod attach;
+pub mod hostname;
+pub mod plan;
+pub mod selector;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::model::{LabelSelector, StringMap};
+
+pub use attach::{Claim, Finding, Origin, RouteEval, evaluate_route};
+pub use plan::{Plan, Record, RecordType};
+
+/// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
+pub const ANNOTATION_PREFIXES: [&str; 2] = [
+    "external-dns.kubernetes.io/",
+    "external-dns.alpha.kubernetes.io/",
+];
+/// Namespace label that overrides `--mode` for routes in that namespace.
+pub const MODE_LABEL: &str = "gateway-dns.io/mode";
+
+/// Reads an external-dns annotation under either prefix (the current one wins).
+pub fn annotation<'a>(annotations: &'a StringMap, name: &str) -> Option<&'a str> {
+    ANNOTATION_PREFIXES
+        .iter()
+        .find_map(|prefix| annotations.get(&format!("{prefix}{name}")))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown value {value:?} for {what} (expected one of: {expected})")]
+    UnknownValue {
+        what: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("--action takes REASON=deny|warn|ignore, got {0:?}")]
+    BadAction(String),
+    #[error(transparent)]
+    Selector(#[from] selector::SelectorError),
+}
+
+/// Stable violation reasons (DESIGN.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    HostnameConflict,
+    NoMatchingListenerHostname,
+    HostnameOutsideListener,
+    InvalidHostname,
+    NotAllowedByListeners,
+    NoMatchingParent,
+    ParentNotFound,
+    NoParentRefs,
+    GatewayHasNoAddress,
+    InheritedWildcardHostname,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 10] = [
+        Reason::HostnameConflict,
+        Reason::NoMatchingListenerHostname,
+        Reason::HostnameOutsideListener,
+        Reason::InvalidHostname,
+        Reason::NotAllowedByListeners,
+        Reason::NoMatchingParent,
+        Reason::ParentNotFound,
+        Reason::NoParentRefs,
+        Reason::GatewayHasNoAddress,
+        Reason::InheritedWildcardHostname,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::HostnameConflict => "HostnameConflict",
+            Reason::NoMatchingListenerHostname => "NoMatchingListenerHostname",
+            Reason::HostnameOutsideListener => "HostnameOutsideListener",
+            Reason::InvalidHostname => "InvalidHostname",
+            Reason::NotAllowedByListeners => "NotAllowedByListeners",
+            Reason::NoMatchingParent => "NoMatchingParent",
+            Reason::ParentNotFound => "ParentNotFound",
+            Reason::NoParentRefs => "NoParentRefs",
+            Reason::GatewayHasNoAddress => "GatewayHasNoAddress",
+            Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
+        }
+    }
+
+    pub fn default_action(self) -> Action {
+        match self {
+            Reason::HostnameConflict
+            | Reason::NoMatchingListenerHostname
+            | Reason::InvalidHostname
+            | Reason::NotAllowedByListeners => Action::Deny,
+            _ => Action::Warn,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Reason {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Reason, ConfigError> {
+        Reason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| ConfigError::UnknownValue {
+                what: "reason",
+                value: s.to_owned(),
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname",
+            })
+    }
+}
+
+/// What happens to a finding. `Audit` is what deny and warn become in audit mode: logged and
+/// counted, never returned to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
+    Deny,
+    Warn,
+    Audit,
+    Ignore,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Warn => "warn",
+            Action::Audit => "audit",
+            Action::Ignore => "ignore",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Warn,
+    Audit,
+}
+
+impl FromStr for Mode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Mode, ConfigError> {
+        match s {
+            "enforce" => Ok(Mode::Enforce),
+            "warn" => Ok(Mode::Warn),
+            "audit" => Ok(Mode::Audit),
+            _ => Err(ConfigError::UnknownValue {
+                what: "mode",
+                value: s.to_owned(),
+                expected: "enforce, warn, audit",
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttachmentMode {
+    /// Predicted from spec (the webhook's view: the object under review has no status yet).
+    #[default]
+    Spec,
+    /// Only parents the route's status marks Accepted=True (external-dns's behaviour).
+    Status,
+}
+
+impl FromStr for AttachmentMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<AttachmentMode, ConfigError> {
+        match s {
+            "spec" => Ok(AttachmentMode::Spec),
+            "status" => Ok(AttachmentMode::Status),
+            _ => Err(ConfigError::UnknownValue {
+                what: "attachment",
+                value: s.to_owned(),
+                expected: "spec, status",
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConflictResolution {
+    /// The oldest route's claim keeps the name (creationTimestamp, then namespace/name, then Gateway).
+    #[default]
+    OldestWins,
+    /// A conflicting name is published nowhere.
+    Exclude,
+}
+
+impl FromStr for ConflictResolution {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<ConflictResolution, ConfigError> {
+        match s {
+            "oldest-wins" => Ok(ConflictResolution::OldestWins),
+            "exclude" => Ok(ConflictResolution::Exclude),
+            _ => Err(ConfigError::UnknownValue {
+                what: "conflict resolution",
+                value: s.to_owned(),
+                expected: "oldest-wins, exclude",
+            }),
+        }
+    }
+}
+
+/// Which Gateways and routes one installation manages.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub gateway_name: Option<String>,
+    pub gateway_namespace: Option<String>,
+    pub gateway_selector: Option<LabelSelector>,
+    pub namespace: Option<String>,
+    pub route_selector: Option<LabelSelector>,
+    pub annotation_filter: Option<LabelSelector>,
+}
+
+/// Everything that shapes a decision. Shared by check, the webhook and the sync loop.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub attachment: AttachmentMode,
+    pub scope: Scope,
+    pub listener_sets: bool,
+    pub allow_inherited_wildcards: bool,
+    pub ignore_hostname_annotation: bool,
+    pub conflict_resolution: ConflictResolution,
+    pub mode: Mode,
+    pub actions: BTreeMap<Reason, Action>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            attachment: AttachmentMode::Spec,
+            scope: Scope::default(),
+            listener_sets: true,
+            allow_inherited_wildcards: false,
+            ignore_hostname_annotation: false,
+            conflict_resolution: ConflictResolution::OldestWins,
+            mode: Mode::Enforce,
+            actions: BTreeMap::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses one `--action REASON=ACTION` value.
+    pub fn parse_action(text: &str) -> Result<(Reason, Action), ConfigError> {
+        let (reason, action) = text
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadAction(text.to_owned()))?;
+        let action = match action {
+            "deny" => Action::Deny,
+            "warn" => Action::Warn,
+            "ignore" => Action::Ignore,
+            _ => return Err(ConfigError::BadAction(text.to_owned())),
+        };
+        Ok((reason.parse()?, action))
+    }
+
+    /// The mode for a route in a namespace with these labels (the Namespace label wins).
+    pub fn mode_for(&self, namespace_labels: Option<&StringMap>) -> Mode {
+        namespace_labels
+            .and_then(|labels| labels.get(MODE_LABEL))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(self.mode)
+    }
+
+    /// The action for a reason under a mode: `--action` override, then the mode's downgrade.
+    pub fn action_for(&self, reason: Reason, mode: Mode) -> Action {
+        let action = self
+            .actions
+            .get(&reason)
+            .copied()
+            .unwrap_or(reason.default_action());
+        match (action, mode) {
+            (Action::Ignore, _) => Action::Ignore,
+            (_, Mode::Audit) => Action::Audit,
+            (Action::Deny, Mode::Warn) => Action::Warn,
+            (action, _) => action,
+        }
+    }
+}
+
+/// A finding with its action resolved, attributed to an object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    /// `Kind/namespace/name` of the object the finding is about.
+    pub object: String,
+    pub reason: Reason,
+    pub action: Action,
+    pub hostname: Option<String>,
+    /// Field path in the object, e.g. `spec.hostnames[1]`.
+    pub field: String,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_follow_overrides_and_modes() {
+        let mut cfg = Config::default();
+        assert_eq!(
+            cfg.action_for(Reason::HostnameConflict, Mode::Enforce),
+            Action::Deny
+        );
+        assert_eq!(
+            cfg.action_for(Reason::HostnameConflict, Mode::Warn),
+            Action::Warn
+        );
+        assert_eq!(
+            cfg.action_for(Reason::NoParentRefs, Mode::Audit),
+            Action::Audit
+        );
+        let (reason, action) = Config::parse_action("NoParentRefs=deny").unwrap();
+        cfg.actions.insert(reason, action);
+        assert_eq!(
+            cfg.action_for(Reason::NoParentRefs, Mode::Enforce),
+            Action::Deny
+        );
+        cfg.actions.insert(Reason::HostnameConflict, Action::Ignore);
+        assert_eq!(
+            cfg.action_for(Reason::HostnameConflict, Mode::Audit),
+            Action::Ignore
+        );
+        assert!(Config::parse_action("Nope=deny").is_err());
+        assert!(Config::parse_action("NoParentRefs=maybe").is_err());
+    }
+
+    #[test]
+    fn namespace_label_overrides_mode() {
+        let cfg = Config::default();
+        let labels = StringMap::from_pairs([(MODE_LABEL.to_owned(), "audit".to_owned())]);
+        assert_eq!(cfg.mode_for(Some(&labels)), Mode::Audit);
+        assert_eq!(cfg.mode_for(None), Mode::Enforce);
+        let bad = StringMap::from_pairs([(MODE_LABEL.to_owned(), "bogus".to_owned())]);
+        assert_eq!(cfg.mode_for(Some(&bad)), Mode::Enforce);
+    }
+}

@@ -1,0 +1,401 @@
+//! Records and conflicts: settles every claimed name into DNS records and violations.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use super::attach::{Claim, Finding, RouteEval, World};
+use super::{Action, Config, ConflictResolution, Reason, Violation};
+use crate::index::Snapshot;
+use crate::model::{Address, Route};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum RecordType {
+    A,
+    AAAA,
+    CNAME,
+}
+
+impl RecordType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            RecordType::CNAME => "CNAME",
+        }
+    }
+}
+
+/// One DNS record set gateway-dns wants published (the `check` JSON shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub dns_name: String,
+    pub record_type: RecordType,
+    pub targets: Vec<String>,
+    pub ttl: Option<u32>,
+    /// `namespace/name` of the Gateways the name resolves to.
+    pub gateways: Vec<String>,
+    /// `Kind/namespace/name` of the routes that claim it.
+    pub routes: Vec<String>,
+}
+
+/// Everything one installation would publish, and every finding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Sorted by (dnsName, recordType).
+    pub records: Vec<Record>,
+    /// Sorted by object, then reason; `ignore` actions are left out.
+    pub violations: Vec<Violation>,
+}
+
+impl Plan {
+    pub fn denies(&self) -> bool {
+        self.violations.iter().any(|v| v.action == Action::Deny)
+    }
+}
+
+/// One route's claim on a name.
+#[derive(Clone, Copy)]
+pub struct Claimant<'a> {
+    pub route: &'a Route,
+    pub claim: &'a Claim,
+    pub ttl: Option<u32>,
+}
+
+impl Claimant<'_> {
+    pub fn route_ref(&self) -> String {
+        route_ref(self.route)
+    }
+}
+
+pub fn route_ref(route: &Route) -> String {
+    format!(
+        "{}/{}/{}",
+        route.kind, route.meta.namespace, route.meta.name
+    )
+}
+
+/// Oldest route first (creationTimestamp; objects without one count as newest), then
+/// namespace/name, then Gateway namespace/name: a total order, so a result never flaps.
+pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
+    let created = |c: &Claimant| (c.route.meta.created.is_none(), c.route.meta.created);
+    created(a)
+        .cmp(&created(b))
+        .then_with(|| a.route.meta.namespace.cmp(&b.route.meta.namespace))
+        .then_with(|| a.route.meta.name.cmp(&b.route.meta.name))
+        .then_with(|| a.route.kind.cmp(&b.route.kind))
+        .then_with(|| a.claim.origin.gateway.cmp(&b.claim.origin.gateway))
+        .then_with(|| {
+            a.claim
+                .origin
+                .listener_set
+                .cmp(&b.claim.origin.listener_set)
+        })
+}
+
+/// Every claim on `name`, in precedence order.
+pub fn claimants<'a>(snap: &'a Snapshot, name: &str) -> Vec<Claimant<'a>> {
+    let mut out = Vec::new();
+    for id in snap.claimants(name) {
+        if let Some(entry) = snap.route(id) {
+            for claim in entry.eval.claims.iter().filter(|c| &*c.name == name) {
+                out.push(Claimant {
+                    route: &entry.route,
+                    claim,
+                    ttl: entry.eval.ttl,
+                });
+            }
+        }
+    }
+    out.sort_by(precedence);
+    out
+}
+
+/// The outcome for one name.
+pub struct Settlement<'a> {
+    pub name: &'a str,
+    /// Claims that keep the name (all with the same targets). Empty under `exclude` conflicts.
+    pub winners: Vec<Claimant<'a>>,
+    /// Claims that lose it, each with the message explaining why.
+    pub losers: Vec<(Claimant<'a>, String)>,
+}
+
+pub fn settle<'a>(cfg: &Config, name: &'a str, claims: Vec<Claimant<'a>>) -> Settlement<'a> {
+    let distinct: BTreeSet<&[Address]> = claims.iter().map(|c| &*c.claim.origin.targets).collect();
+    if distinct.len() <= 1 {
+        return Settlement {
+            name,
+            winners: claims,
+            losers: Vec::new(),
+        };
+    }
+    match cfg.conflict_resolution {
+        ConflictResolution::OldestWins => {
+            let first = claims[0];
+            let (winners, losing): (Vec<_>, Vec<_>) = claims
+                .into_iter()
+                .partition(|c| c.claim.origin.targets == first.claim.origin.targets);
+            let losers = losing
+                .into_iter()
+                .map(|c| {
+                    let message = conflict_message(name, &first, &c);
+                    (c, message)
+                })
+                .collect();
+            Settlement {
+                name,
+                winners,
+                losers,
+            }
+        }
+        ConflictResolution::Exclude => {
+            let mut gateways: Vec<String> = claims
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.claim.origin.gateway,
+                        c.claim.origin.targets_text()
+                    )
+                })
+                .collect();
+            gateways.sort();
+            gateways.dedup();
+            let message = format!(
+                "{name} would resolve to {}; it is published nowhere until only one Gateway claims it",
+                gateways.join(" and ")
+            );
+            let losers = claims.into_iter().map(|c| (c, message.clone())).collect();
+            Settlement {
+                name,
+                winners: Vec::new(),
+                losers,
+            }
+        }
+    }
+}
+
+/// The one-line message for a claim that loses `name` to `incumbent`.
+pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> String {
+    let gw = &incumbent.claim.origin.gateway;
+    let targets = incumbent.claim.origin.targets_text();
+    if std::ptr::eq(incumbent.route, loser.route) {
+        format!(
+            "{name} would resolve to Gateway {gw} ({targets}) and Gateway {} ({}); attach the hostname to one Gateway",
+            loser.claim.origin.gateway,
+            loser.claim.origin.targets_text()
+        )
+    } else {
+        format!(
+            "{name} is already served by Gateway {gw} ({targets}) for {}; attach to {gw} or drop the hostname",
+            incumbent
+                .route_ref()
+                .split_once('/')
+                .map_or(String::new(), |(kind, rest)| format!("{kind} {rest}"))
+        )
+    }
+}
+
+/// Turns a settled name into its records (A/AAAA, or CNAME only when there is no IP target).
+pub fn records_for(settlement: &Settlement) -> Vec<Record> {
+    let Some(first) = settlement.winners.first() else {
+        return Vec::new();
+    };
+    let targets = &first.claim.origin.targets;
+    let mut gateways: Vec<String> = settlement
+        .winners
+        .iter()
+        .map(|c| c.claim.origin.gateway.to_string())
+        .collect();
+    gateways.sort();
+    gateways.dedup();
+    let mut routes: Vec<String> = settlement.winners.iter().map(Claimant::route_ref).collect();
+    routes.sort();
+    routes.dedup();
+    let ttl = settlement.winners.iter().find_map(|c| c.ttl);
+    let (mut v4, mut v6, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for target in targets.iter() {
+        match target {
+            Address::Ip(IpAddr::V4(ip)) => v4.push(ip.to_string()),
+            Address::Ip(IpAddr::V6(ip)) => v6.push(ip.to_string()),
+            Address::Hostname(h) => names.push(h.to_string()),
+        }
+    }
+    let mut out = Vec::new();
+    let mut push = |record_type, targets: Vec<String>| {
+        if !targets.is_empty() {
+            out.push(Record {
+                dns_name: settlement.name.to_owned(),
+                record_type,
+                targets,
+                ttl,
+                gateways: gateways.clone(),
+                routes: routes.clone(),
+            });
+        }
+    };
+    // Never a CNAME beside A/AAAA for one name: the addresses win.
+    let has_ip = !v4.is_empty() || !v6.is_empty();
+    push(RecordType::A, v4);
+    push(RecordType::AAAA, v6);
+    if !has_ip {
+        push(RecordType::CNAME, names);
+    }
+    out
+}
+
+/// Resolves a finding's action for a route (mode from its Namespace label, then `--action`).
+pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation {
+    violation_parts(
+        snap,
+        route,
+        finding.reason,
+        finding.hostname.as_deref(),
+        &finding.field,
+        &finding.message,
+    )
+}
+
+pub fn violation_parts(
+    snap: &Snapshot,
+    route: &Route,
+    reason: Reason,
+    hostname: Option<&str>,
+    field: &str,
+    message: &str,
+) -> Violation {
+    let cfg = snap.config();
+    let mode = cfg.mode_for(
+        snap.namespace(&route.meta.namespace)
+            .map(|ns| &ns.meta.labels),
+    );
+    Violation {
+        object: route_ref(route),
+        reason,
+        action: cfg.action_for(reason, mode),
+        hostname: hostname.map(str::to_owned),
+        field: field.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// Settles one name: its records and the conflict violations of the claims that lose it.
+pub fn plan_name(snap: &Snapshot, name: &str) -> (Vec<Record>, Vec<Violation>) {
+    let settlement = settle(snap.config(), name, claimants(snap, name));
+    let records = records_for(&settlement);
+    let violations = settlement
+        .losers
+        .iter()
+        .map(|(c, message)| {
+            violation_parts(
+                snap,
+                c.route,
+                Reason::HostnameConflict,
+                Some(name),
+                &c.claim.source.field(),
+                message,
+            )
+        })
+        .collect();
+    (records, violations)
+}
+
+/// The full plan over a snapshot: every record and every violation.
+pub fn full_plan(snap: &Snapshot) -> Plan {
+    let mut records = Vec::new();
+    let mut violations = Vec::new();
+    for name in snap.claimed_names() {
+        let (r, v) = plan_name(snap, name);
+        records.extend(r);
+        violations.extend(v);
+    }
+    for (_, entry) in snap.routes() {
+        violations.extend(
+            entry
+                .eval
+                .findings
+                .iter()
+                .map(|f| violation(snap, &entry.route, f)),
+        );
+    }
+    finish(records, violations)
+}
+
+/// Sorts and filters a plan into its stable output order.
+pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Plan {
+    records.sort_by(|a, b| (&a.dns_name, a.record_type).cmp(&(&b.dns_name, b.record_type)));
+    violations.retain(|v| v.action != Action::Ignore);
+    violations.sort();
+    violations.dedup();
+    Plan {
+        records,
+        violations,
+    }
+}
+
+/// Conflicts of a route under review (the newcomer), evaluated against a snapshot that does not
+/// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
+/// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
+pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> Vec<Violation> {
+    let key = route.key();
+    let mut out = Vec::new();
+    for name in eval.names() {
+        let own: Vec<Claimant> = eval
+            .claims
+            .iter()
+            .filter(|c| &*c.name == name)
+            .map(|claim| Claimant {
+                route,
+                claim,
+                ttl: eval.ttl,
+            })
+            .collect();
+        let mut incumbents: Vec<Claimant> = Vec::new();
+        for id in snap.claimants(name).iter().filter(|id| ***id != key) {
+            if let Some(entry) = snap.route(id) {
+                incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
+                    |claim| Claimant {
+                        route: &entry.route,
+                        claim,
+                        ttl: entry.eval.ttl,
+                    },
+                ));
+            }
+        }
+        incumbents.sort_by(precedence);
+        let Some(reference) = incumbents.first().or(own.first()).copied() else {
+            continue;
+        };
+        for claim in &own {
+            let incumbent = match incumbents
+                .iter()
+                .find(|inc| inc.claim.origin.targets != claim.claim.origin.targets)
+            {
+                Some(inc) => Some(*inc),
+                // No incumbent: the route conflicts with itself across Gateways.
+                None if incumbents.is_empty()
+                    && reference.claim.origin.targets != claim.claim.origin.targets =>
+                {
+                    Some(reference)
+                }
+                None => None,
+            };
+            if let Some(incumbent) = incumbent {
+                out.push(violation_parts(
+                    snap,
+                    route,
+                    Reason::HostnameConflict,
+                    Some(name),
+                    &claim.claim.source.field(),
+                    &conflict_message(name, &incumbent, claim),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.hostname == b.hostname && a.field == b.field);
+    out
+}

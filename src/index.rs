@@ -1,0 +1,528 @@
+//! The in-memory index the engine reads: trimmed projections fed by apply / delete / reset, with
+//! each route's evaluation kept current and a DNS-name → claimants map, so evaluating one route
+//! costs O(names in that route), not O(cluster).
+//!
+//! Every map is a persistent (structurally shared) map: a snapshot is an O(1) clone, so readers
+//! (webhook requests, a sync pass) work on a consistent view while writers go on.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arc_swap::ArcSwap;
+use imbl::{HashMap, HashSet};
+use tokio::sync::watch;
+
+use crate::engine::attach::{World, evaluate_route};
+use crate::engine::{Config, RouteEval};
+use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
+
+/// A route's identity, shared by every map that mentions the route.
+pub type RouteId = Arc<ObjectKey>;
+
+/// A route with its current evaluation.
+#[derive(Clone, Debug)]
+pub struct RouteEntry {
+    pub route: Arc<Route>,
+    pub eval: Arc<RouteEval>,
+}
+
+/// A consistent, immutable view of everything the engine reads.
+#[derive(Clone)]
+pub struct Snapshot {
+    cfg: Arc<Config>,
+    namespaces: HashMap<Box<str>, Arc<Namespace>>,
+    /// Keyed by `namespace/name`.
+    gateways: HashMap<Box<str>, Arc<Gateway>>,
+    listener_sets: HashMap<Box<str>, Arc<ListenerSet>>,
+    routes: HashMap<RouteId, RouteEntry>,
+    /// `Kind/namespace/name` of a parent → routes whose spec.parentRefs name it.
+    routes_by_parent: HashMap<Box<str>, HashSet<RouteId>>,
+    /// Gateway `namespace/name` → ListenerSets (`namespace/name`) whose parentRef names it.
+    listener_sets_by_gateway: HashMap<Box<str>, HashSet<Box<str>>>,
+    routes_by_namespace: HashMap<Box<str>, HashSet<RouteId>>,
+    /// DNS name → routes claiming it (few per name; kept sorted).
+    claims: HashMap<Arc<str>, Vec<RouteId>>,
+}
+
+fn ns_name(namespace: &str, name: &str) -> Box<str> {
+    format!("{namespace}/{name}").into()
+}
+
+fn parent_key(kind: ObjectKind, namespace: &str, name: &str) -> Box<str> {
+    format!("{kind}/{namespace}/{name}").into()
+}
+
+impl World for Snapshot {
+    fn namespace(&self, name: &str) -> Option<&Namespace> {
+        self.namespaces.get(name).map(|ns| &**ns)
+    }
+    fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>> {
+        self.gateways.get(&*ns_name(namespace, name))
+    }
+    fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>> {
+        self.listener_sets.get(&*ns_name(namespace, name))
+    }
+}
+
+impl Snapshot {
+    pub fn new(cfg: Arc<Config>) -> Snapshot {
+        Snapshot {
+            cfg,
+            namespaces: HashMap::new(),
+            gateways: HashMap::new(),
+            listener_sets: HashMap::new(),
+            routes: HashMap::new(),
+            routes_by_parent: HashMap::new(),
+            listener_sets_by_gateway: HashMap::new(),
+            routes_by_namespace: HashMap::new(),
+            claims: HashMap::new(),
+        }
+    }
+
+    /// Builds a snapshot from a whole set of objects, evaluating each route once.
+    pub fn from_objects(cfg: Arc<Config>, objects: impl IntoIterator<Item = Object>) -> Snapshot {
+        let mut snap = Snapshot::new(cfg);
+        let mut routes = Vec::new();
+        for object in objects {
+            match object {
+                Object::Route(route) => routes.push(route),
+                other => snap.store(other),
+            }
+        }
+        for route in routes {
+            snap.store_route(route);
+        }
+        snap.reevaluate_all();
+        snap
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.cfg
+    }
+
+    pub fn route(&self, key: &ObjectKey) -> Option<&RouteEntry> {
+        self.routes.get(key)
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = (&RouteId, &RouteEntry)> {
+        self.routes.iter()
+    }
+
+    pub fn gateways(&self) -> impl Iterator<Item = &Arc<Gateway>> {
+        self.gateways.values()
+    }
+
+    pub fn listener_sets(&self) -> impl Iterator<Item = &Arc<ListenerSet>> {
+        self.listener_sets.values()
+    }
+
+    /// Routes claiming a DNS name (sorted by key).
+    pub fn claimants(&self, name: &str) -> &[RouteId] {
+        self.claims.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every DNS name some route claims.
+    pub fn claimed_names(&self) -> impl Iterator<Item = &str> {
+        self.claims.keys().map(|k| &**k)
+    }
+
+    pub fn len_of(&self, kind: ObjectKind) -> usize {
+        match kind {
+            ObjectKind::Namespace => self.namespaces.len(),
+            ObjectKind::Gateway => self.gateways.len(),
+            ObjectKind::ListenerSet => self.listener_sets.len(),
+            route_kind => self.routes.keys().filter(|k| k.kind == route_kind).count(),
+        }
+    }
+
+    pub fn contains(&self, key: &ObjectKey) -> bool {
+        match key.kind {
+            ObjectKind::Namespace => self.namespaces.contains_key(key.name.as_str()),
+            ObjectKind::Gateway => self
+                .gateways
+                .contains_key(&*ns_name(&key.namespace, &key.name)),
+            ObjectKind::ListenerSet => self
+                .listener_sets
+                .contains_key(&*ns_name(&key.namespace, &key.name)),
+            _ => self.routes.contains_key(key),
+        }
+    }
+
+    /// This snapshot with one object applied (for "as if applied" admission checks).
+    pub fn with_applied(&self, object: Object) -> Snapshot {
+        let mut next = self.clone();
+        next.apply(object);
+        next
+    }
+
+    /// Inserts or replaces an object and re-evaluates the routes it affects.
+    pub fn apply(&mut self, object: Object) {
+        let key = object.key();
+        match object {
+            Object::Route(route) => {
+                let id = self.store_route(route);
+                self.reevaluate(&id);
+            }
+            other => {
+                let affected_before = self.affected_routes(&key);
+                self.store(other);
+                let mut affected = self.affected_routes(&key);
+                affected.extend(affected_before);
+                for id in affected {
+                    self.reevaluate(&id);
+                }
+            }
+        }
+    }
+
+    /// Removes an object (no-op when absent) and re-evaluates the routes it affected.
+    pub fn delete(&mut self, key: &ObjectKey) {
+        let affected = self.affected_routes(key);
+        match key.kind {
+            ObjectKind::Namespace => {
+                self.namespaces.remove(key.name.as_str());
+            }
+            ObjectKind::Gateway => {
+                self.gateways.remove(&*ns_name(&key.namespace, &key.name));
+            }
+            ObjectKind::ListenerSet => {
+                let id = ns_name(&key.namespace, &key.name);
+                if let Some(old) = self.listener_sets.remove(&*id) {
+                    self.unlink_listener_set(&old, &id);
+                }
+            }
+            _ => {
+                if let Some((id, entry)) = self.routes.remove_with_key(key) {
+                    self.unlink_route(&id, &entry);
+                }
+                return;
+            }
+        }
+        for id in affected {
+            self.reevaluate(&id);
+        }
+    }
+
+    /// Replaces every object of `kind` with `objects` (a relist), then re-evaluates.
+    pub fn reset(&mut self, kind: ObjectKind, objects: Vec<Object>) {
+        let existing: Vec<ObjectKey> = match kind {
+            ObjectKind::Namespace => self
+                .namespaces
+                .values()
+                .map(|o| ObjectKey::new(kind, "", &o.meta.name))
+                .collect(),
+            ObjectKind::Gateway => self
+                .gateways
+                .values()
+                .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
+                .collect(),
+            ObjectKind::ListenerSet => self
+                .listener_sets
+                .values()
+                .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
+                .collect(),
+            _ => self
+                .routes
+                .keys()
+                .filter(|k| k.kind == kind)
+                .map(|k| (**k).clone())
+                .collect(),
+        };
+        let incoming: std::collections::HashSet<ObjectKey> =
+            objects.iter().map(Object::key).collect();
+        for key in existing.iter().filter(|k| !incoming.contains(*k)) {
+            self.delete(key);
+        }
+        if kind.is_route() {
+            for object in objects.into_iter().filter(|o| o.kind() == kind) {
+                self.apply(object);
+            }
+        } else {
+            for object in objects.into_iter().filter(|o| o.kind() == kind) {
+                self.store(object);
+            }
+            self.reevaluate_all();
+        }
+    }
+
+    /// Stores a non-route object and its reverse links, without re-evaluating.
+    fn store(&mut self, object: Object) {
+        match object {
+            Object::Namespace(ns) => {
+                self.namespaces.insert(ns.meta.name.clone(), ns);
+            }
+            Object::Gateway(gw) => {
+                self.gateways
+                    .insert(ns_name(&gw.meta.namespace, &gw.meta.name), gw);
+            }
+            Object::ListenerSet(ls) => {
+                let id = ns_name(&ls.meta.namespace, &ls.meta.name);
+                if let Some(old) = self.listener_sets.insert(id.clone(), ls.clone()) {
+                    self.unlink_listener_set(&old, &id);
+                }
+                self.listener_sets_by_gateway
+                    .entry(ns_name(&ls.parent.namespace, &ls.parent.name))
+                    .or_default()
+                    .insert(id);
+            }
+            Object::Route(route) => {
+                let id = self.store_route(route);
+                self.reevaluate(&id);
+            }
+        }
+    }
+
+    fn unlink_listener_set(&mut self, old: &ListenerSet, id: &str) {
+        let gateway = ns_name(&old.parent.namespace, &old.parent.name);
+        if let Some(set) = self.listener_sets_by_gateway.get_mut(&gateway) {
+            set.remove(id);
+            if set.is_empty() {
+                self.listener_sets_by_gateway.remove(&gateway);
+            }
+        }
+    }
+
+    /// Stores a route (keeping its previous evaluation until re-evaluated) and its reverse links.
+    fn store_route(&mut self, route: Arc<Route>) -> RouteId {
+        let key = route.key();
+        let previous = self.routes.get(&key).cloned();
+        let id: RouteId = match self.routes.get_key_value(&key) {
+            Some((id, _)) => id.clone(),
+            None => Arc::new(key),
+        };
+        if let Some(previous) = &previous {
+            self.unlink_parents(&id, &previous.route);
+        }
+        for parent in route.parent_refs.iter() {
+            if let Some(kind) = parent.target_kind() {
+                self.routes_by_parent
+                    .entry(parent_key(kind, &parent.namespace, &parent.name))
+                    .or_default()
+                    .insert(id.clone());
+            }
+        }
+        self.routes_by_namespace
+            .entry(route.meta.namespace.clone())
+            .or_default()
+            .insert(id.clone());
+        let eval = previous.map_or_else(|| Arc::new(RouteEval::default()), |p| p.eval);
+        self.routes.insert(id.clone(), RouteEntry { route, eval });
+        id
+    }
+
+    fn unlink_parents(&mut self, id: &RouteId, route: &Route) {
+        for parent in route.parent_refs.iter() {
+            if let Some(kind) = parent.target_kind() {
+                let key = parent_key(kind, &parent.namespace, &parent.name);
+                if let Some(set) = self.routes_by_parent.get_mut(&key) {
+                    set.remove(id);
+                    if set.is_empty() {
+                        self.routes_by_parent.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn unlink_route(&mut self, id: &RouteId, entry: &RouteEntry) {
+        self.unlink_parents(id, &entry.route);
+        let ns = &entry.route.meta.namespace;
+        if let Some(set) = self.routes_by_namespace.get_mut(ns) {
+            set.remove(id);
+            if set.is_empty() {
+                self.routes_by_namespace.remove(ns);
+            }
+        }
+        self.unclaim(id, &entry.eval);
+    }
+
+    /// Routes whose evaluation may change when the object `key` changes.
+    pub fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
+        let mut out: Vec<RouteId> = Vec::new();
+        let add_parent = |out: &mut Vec<RouteId>, kind, ns: &str, name: &str| {
+            if let Some(set) = self.routes_by_parent.get(&*parent_key(kind, ns, name)) {
+                out.extend(set.iter().cloned());
+            }
+        };
+        match key.kind {
+            ObjectKind::Namespace => {
+                if let Some(set) = self.routes_by_namespace.get(key.name.as_str()) {
+                    out.extend(set.iter().cloned());
+                }
+                for ls in self
+                    .listener_sets
+                    .values()
+                    .filter(|ls| *ls.meta.namespace == *key.name)
+                {
+                    add_parent(
+                        &mut out,
+                        ObjectKind::ListenerSet,
+                        &ls.meta.namespace,
+                        &ls.meta.name,
+                    );
+                }
+            }
+            ObjectKind::Gateway => {
+                add_parent(&mut out, ObjectKind::Gateway, &key.namespace, &key.name);
+                if let Some(sets) = self
+                    .listener_sets_by_gateway
+                    .get(&*ns_name(&key.namespace, &key.name))
+                {
+                    for ls in sets.iter() {
+                        if let Some((ns, name)) = ls.split_once('/') {
+                            add_parent(&mut out, ObjectKind::ListenerSet, ns, name);
+                        }
+                    }
+                }
+            }
+            ObjectKind::ListenerSet => {
+                add_parent(&mut out, ObjectKind::ListenerSet, &key.namespace, &key.name);
+            }
+            _ => {
+                if let Some((id, _)) = self.routes.get_key_value(key) {
+                    out.push(id.clone());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn reevaluate_all(&mut self) {
+        let ids: Vec<RouteId> = self.routes.keys().cloned().collect();
+        for id in ids {
+            self.reevaluate(&id);
+        }
+    }
+
+    fn reevaluate(&mut self, id: &RouteId) {
+        let Some(entry) = self.routes.get(id).cloned() else {
+            return;
+        };
+        let eval = evaluate_route(self, &self.cfg, &entry.route);
+        if *entry.eval == eval {
+            return;
+        }
+        self.unclaim(id, &entry.eval);
+        self.claim(id, &eval);
+        self.routes.insert(
+            id.clone(),
+            RouteEntry {
+                route: entry.route,
+                eval: Arc::new(eval),
+            },
+        );
+    }
+
+    fn claim(&mut self, id: &RouteId, eval: &RouteEval) {
+        let mut last: Option<&Arc<str>> = None;
+        for claim in &eval.claims {
+            if last.is_some_and(|l| *l == claim.name) {
+                continue;
+            }
+            last = Some(&claim.name);
+            let claimants = self.claims.entry(claim.name.clone()).or_default();
+            if let Err(pos) = claimants.binary_search(id) {
+                claimants.insert(pos, id.clone());
+            }
+        }
+    }
+
+    fn unclaim(&mut self, id: &RouteId, eval: &RouteEval) {
+        for name in eval.names() {
+            if let Some(claimants) = self.claims.get_mut(name) {
+                claimants.retain(|c| c != id);
+                if claimants.is_empty() {
+                    self.claims.remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// The live index: a writer side guarded by a mutex and a published snapshot readers load
+/// without waiting. Cheap to clone.
+#[derive(Clone)]
+pub struct Index {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Mutex<Snapshot>,
+    published: ArcSwap<Snapshot>,
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Index {
+    fn default() -> Index {
+        Index::new()
+    }
+}
+
+impl Index {
+    pub fn new() -> Index {
+        Index::with_config(Arc::new(Config::default()))
+    }
+
+    pub fn with_config(cfg: Arc<Config>) -> Index {
+        let snapshot = Snapshot::new(cfg);
+        Index {
+            inner: Arc::new(Inner {
+                published: ArcSwap::from_pointee(snapshot.clone()),
+                state: Mutex::new(snapshot),
+                changes: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.snapshot().config().clone()
+    }
+
+    /// The current consistent view. Never blocks on writers.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.published.load_full()
+    }
+
+    /// A receiver whose value (a change counter) moves on every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.changes.subscribe()
+    }
+
+    pub fn apply(&self, object: Object) {
+        self.write(|s| s.apply(object));
+    }
+
+    pub fn delete(&self, key: &ObjectKey) {
+        self.write(|s| s.delete(key));
+    }
+
+    pub fn reset(&self, kind: ObjectKind, objects: Vec<Object>) {
+        self.write(|s| s.reset(kind, objects));
+    }
+
+    /// Replaces the whole content (the files source re-reading its directory).
+    pub fn replace_all(&self, objects: Vec<Object>) {
+        self.write(|s| *s = Snapshot::from_objects(s.config().clone(), objects));
+    }
+
+    pub fn len_of(&self, kind: ObjectKind) -> usize {
+        self.snapshot().len_of(kind)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Snapshot> {
+        // A panic while writing leaves the previous published snapshot intact; keep going.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self, change: impl FnOnce(&mut Snapshot)) {
+        let mut state = self.lock();
+        change(&mut state);
+        self.inner.published.store(Arc::new(state.clone()));
+        drop(state);
+        self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}

@@ -1,0 +1,424 @@
+//! A small Prometheus text-format registry for gateway-dns.
+//!
+//! Hand-rolled on purpose: the set of series is fixed and small, and the exposition format is
+//! simple. Every recorder is cheap and thread-safe; share one `Arc<Metrics>` across the webhook,
+//! the sync loop and the sources.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Upper bounds (seconds) of the admission latency histogram buckets.
+const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// Content type of the Prometheus text exposition format served at `/metrics`.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Errors of the metrics module (rendering is infallible today; kept for API stability).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("formatting metrics failed")]
+    Format(#[from] std::fmt::Error),
+}
+
+/// Kinds of evaluation failure counted by `gateway_dns_admission_evaluation_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvaluationErrorKind {
+    /// The handler did not finish before the admission deadline.
+    Timeout,
+    /// The handler panicked.
+    Panic,
+    /// No evaluation slot freed up before the deadline.
+    Overloaded,
+    /// The object could not be read by gateway-dns (reported by the handler).
+    Unreadable,
+}
+
+impl EvaluationErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Panic => "panic",
+            Self::Overloaded => "overloaded",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// All gateway-dns metrics. Create one with [`Metrics::new`] and share it in an `Arc`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    admission_latency: Histogram,
+    admission_requests: LabeledCounters,
+    admission_decisions: LabeledCounters,
+    evaluation_errors: LabeledCounters,
+    cache_objects: LabeledGauges,
+    sync_changes: LabeledCounters,
+    sync_errors: LabeledCounters,
+    last_successful_sync: LabeledGauges,
+    source_staleness: LabeledGauges,
+    tls_reloads: LabeledCounters,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the time spent answering one `/validate` request (decode to response).
+    pub fn observe_admission_latency(&self, elapsed: Duration) {
+        self.admission_latency.observe(elapsed);
+    }
+
+    /// Counts one answered AdmissionReview by outcome: `allowed`, `denied` or `error`
+    /// (an HTTP error status for bad input).
+    pub fn record_admission_request(&self, outcome: &str) {
+        self.admission_requests.inc(&[outcome], 1);
+    }
+
+    /// Counts one finding reported to the user, by reason (e.g. `HostnameConflict`) and action
+    /// (`deny`, `warn`, `ignore`, or the mode-adjusted action). Called by the admission handler.
+    pub fn record_decision(&self, reason: &str, action: &str) {
+        self.admission_decisions.inc(&[reason, action], 1);
+    }
+
+    /// Counts one evaluation that did not complete normally.
+    pub fn record_evaluation_error(&self, kind: EvaluationErrorKind) {
+        self.evaluation_errors.inc(&[kind.as_str()], 1);
+    }
+
+    /// Sets the number of objects of `kind` (e.g. `HTTPRoute`) held in the in-memory cache.
+    pub fn set_cache_objects(&self, kind: &str, count: u64) {
+        self.cache_objects.set(&[kind], count as f64);
+    }
+
+    /// Counts DNS record changes applied by the sync loop, by action (`create`, `update`, `delete`).
+    pub fn add_sync_changes(&self, action: &str, count: u64) {
+        self.sync_changes.inc(&[action], count);
+    }
+
+    /// Counts one failed sync pass (or failed provider call), by provider name.
+    pub fn record_sync_error(&self, provider: &str) {
+        self.sync_errors.inc(&[provider], 1);
+    }
+
+    /// Records the wall-clock time of the last sync pass that converged.
+    pub fn set_last_successful_sync(&self, at: SystemTime) {
+        let seconds = at
+            .duration_since(UNIX_EPOCH)
+            .map(|since_epoch| since_epoch.as_secs_f64())
+            .unwrap_or(0.0);
+        self.last_successful_sync.set(&[], seconds);
+    }
+
+    /// Records how long ago `source` (e.g. `kube`, `files`) last delivered a consistent view.
+    pub fn set_source_staleness(&self, source: &str, staleness: Duration) {
+        self.source_staleness
+            .set(&[source], staleness.as_secs_f64());
+    }
+
+    /// Counts one attempt to reload the TLS pair from disk: `reloaded` or `rejected`.
+    pub fn record_tls_reload(&self, result: &str) {
+        self.tls_reloads.inc(&[result], 1);
+    }
+
+    /// Current value of the TLS reload counter for `result` (used by tests and logs).
+    pub fn tls_reloads(&self, result: &str) -> u64 {
+        self.tls_reloads.get(&[result])
+    }
+
+    /// Current value of the evaluation error counter for `kind`.
+    pub fn evaluation_errors(&self, kind: EvaluationErrorKind) -> u64 {
+        self.evaluation_errors.get(&[kind.as_str()])
+    }
+
+    /// Number of admission latency observations so far.
+    pub fn admission_latency_count(&self) -> u64 {
+        self.admission_latency.count.load(Ordering::Relaxed)
+    }
+
+    /// Renders every series in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        // Writing into a String cannot fail; the Result only exists for the fmt::Write API.
+        let _ = self.render_into(&mut out);
+        out
+    }
+
+    fn render_into(&self, out: &mut String) -> Result<(), Error> {
+        self.admission_latency.render(
+            out,
+            "gateway_dns_admission_duration_seconds",
+            "Time to answer one AdmissionReview, from request to response.",
+        )?;
+        self.admission_requests.render(
+            out,
+            "gateway_dns_admission_requests_total",
+            "AdmissionReview requests answered, by outcome.",
+            &["outcome"],
+        )?;
+        self.admission_decisions.render(
+            out,
+            "gateway_dns_admission_decisions_total",
+            "Findings reported by the admission webhook, by reason and action.",
+            &["reason", "action"],
+        )?;
+        self.evaluation_errors.render(
+            out,
+            "gateway_dns_admission_evaluation_errors_total",
+            "Evaluations that did not complete (the request was allowed), by kind.",
+            &["kind"],
+        )?;
+        self.cache_objects.render(
+            out,
+            "gateway_dns_cache_objects",
+            "Objects held in the in-memory cache, by kind.",
+            &["kind"],
+        )?;
+        self.sync_changes.render(
+            out,
+            "gateway_dns_sync_changes_total",
+            "DNS record changes applied by the sync loop, by action.",
+            &["action"],
+        )?;
+        self.sync_errors.render(
+            out,
+            "gateway_dns_sync_errors_total",
+            "Failed sync passes, by provider.",
+            &["provider"],
+        )?;
+        self.last_successful_sync.render(
+            out,
+            "gateway_dns_last_successful_sync_timestamp_seconds",
+            "Unix time of the last sync pass that converged.",
+            &[],
+        )?;
+        self.source_staleness.render(
+            out,
+            "gateway_dns_source_staleness_seconds",
+            "Seconds since the source last delivered a consistent view.",
+            &["source"],
+        )?;
+        self.tls_reloads.render(
+            out,
+            "gateway_dns_tls_reloads_total",
+            "Attempts to load a changed TLS certificate pair from disk, by result.",
+            &["result"],
+        )?;
+        Ok(())
+    }
+}
+
+/// A latency histogram with fixed buckets, updated without locks.
+#[derive(Debug)]
+struct Histogram {
+    /// Non-cumulative counts per bucket; the last slot is `+Inf`.
+    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len() + 1],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_nanos: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let slot = LATENCY_BUCKETS_SECONDS
+            .iter()
+            .position(|upper| seconds <= *upper)
+            .unwrap_or(LATENCY_BUCKETS_SECONDS.len());
+        self.buckets[slot].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) -> Result<(), Error> {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} histogram")?;
+        let mut cumulative = 0u64;
+        for (upper, bucket) in LATENCY_BUCKETS_SECONDS.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Ordering::Relaxed);
+            writeln!(out, "{name}_bucket{{le=\"{upper}\"}} {cumulative}")?;
+        }
+        cumulative += self.buckets[LATENCY_BUCKETS_SECONDS.len()].load(Ordering::Relaxed);
+        writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}")?;
+        let sum_seconds = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        writeln!(out, "{name}_sum {sum_seconds}")?;
+        // Use the bucket total so that `_count` always equals the `+Inf` bucket.
+        writeln!(out, "{name}_count {cumulative}")?;
+        Ok(())
+    }
+}
+
+/// Counters keyed by label values (in the order of the label names given at render time).
+#[derive(Debug, Default)]
+struct LabeledCounters {
+    values: Mutex<BTreeMap<Vec<String>, u64>>,
+}
+
+impl LabeledCounters {
+    fn inc(&self, labels: &[&str], by: u64) {
+        let mut values = self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
+        *values.entry(key).or_insert(0) += by;
+    }
+
+    fn get(&self, labels: &[&str]) -> u64 {
+        let values = self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
+        values.get(&key).copied().unwrap_or(0)
+    }
+
+    fn render(
+        &self,
+        out: &mut String,
+        name: &str,
+        help: &str,
+        label_names: &[&str],
+    ) -> Result<(), Error> {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} counter")?;
+        let values = self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (label_values, value) in values.iter() {
+            writeln!(
+                out,
+                "{name}{} {value}",
+                label_set(label_names, label_values)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Gauges keyed by label values.
+#[derive(Debug, Default)]
+struct LabeledGauges {
+    values: Mutex<BTreeMap<Vec<String>, f64>>,
+}
+
+impl LabeledGauges {
+    fn set(&self, labels: &[&str], value: f64) {
+        let mut values = self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
+        values.insert(key, value);
+    }
+
+    fn render(
+        &self,
+        out: &mut String,
+        name: &str,
+        help: &str,
+        label_names: &[&str],
+    ) -> Result<(), Error> {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} gauge")?;
+        let values = self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (label_values, value) in values.iter() {
+            writeln!(
+                out,
+                "{name}{} {value}",
+                label_set(label_names, label_values)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Formats `{a="x",b="y"}` (or nothing when there are no labels), escaping values as the
+/// exposition format requires.
+fn label_set(names: &[&str], values: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = names
+        .iter()
+        .zip(values)
+        .map(|(name, value)| format!("{name}=\"{}\"", escape_label_value(value)))
+        .collect();
+    format!("{{{}}}", pairs.join(","))
+}
+
+fn escape_label_value(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for character in value.chars() {
+        match character {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            other => escaped.push(other),
+        }
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_count_matches() {
+        let metrics = Metrics::new();
+        metrics.observe_admission_latency(Duration::from_micros(50));
+        metrics.observe_admission_latency(Duration::from_micros(700));
+        metrics.observe_admission_latency(Duration::from_secs(5));
+        let text = metrics.render();
+        assert!(text.contains("gateway_dns_admission_duration_seconds_bucket{le=\"0.0001\"} 1\n"));
+        assert!(text.contains("gateway_dns_admission_duration_seconds_bucket{le=\"0.001\"} 2\n"));
+        assert!(text.contains("gateway_dns_admission_duration_seconds_bucket{le=\"2.5\"} 2\n"));
+        assert!(text.contains("gateway_dns_admission_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("gateway_dns_admission_duration_seconds_count 3\n"));
+    }
+
+    #[test]
+    fn labeled_series_are_escaped_and_summed() {
+        let metrics = Metrics::new();
+        metrics.record_decision("HostnameConflict", "deny");
+        metrics.record_decision("HostnameConflict", "deny");
+        metrics.record_decision("Odd\"Reason\\", "warn");
+        metrics.set_cache_objects("HTTPRoute", 20_000);
+        let text = metrics.render();
+        assert!(text.contains(
+            "gateway_dns_admission_decisions_total{reason=\"HostnameConflict\",action=\"deny\"} 2\n"
+        ));
+        assert!(text.contains(
+            "gateway_dns_admission_decisions_total{reason=\"Odd\\\"Reason\\\\\",action=\"warn\"} 1\n"
+        ));
+        assert!(text.contains("gateway_dns_cache_objects{kind=\"HTTPRoute\"} 20000\n"));
+    }
+
+    #[test]
+    fn unlabeled_gauge_renders_without_braces() {
+        let metrics = Metrics::new();
+        metrics.set_last_successful_sync(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        let text = metrics.render();
+        assert!(text.contains("gateway_dns_last_successful_sync_timestamp_seconds 1700000000\n"));
+    }
+}
