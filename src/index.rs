@@ -121,9 +121,11 @@ impl Snapshot {
         self.claims.get(name).map_or(&[], Vec::as_slice)
     }
 
-    /// Every DNS name some route claims.
-    pub fn claimed_names(&self) -> impl Iterator<Item = &str> {
-        self.claims.keys().map(|k| &**k)
+    /// Every DNS name some route claims (in name order), with its claimants.
+    pub fn claims(&self) -> impl Iterator<Item = (&str, &[RouteId])> {
+        self.claims
+            .iter()
+            .map(|(name, ids)| (&**name, ids.as_slice()))
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {
@@ -233,15 +235,32 @@ impl Snapshot {
         for key in existing.iter().filter(|k| !incoming.contains(*k)) {
             self.delete(key);
         }
-        if kind.is_route() {
-            for object in objects.into_iter().filter(|o| o.kind() == kind) {
+        // A relist mostly repeats what is stored: only changed objects cost a re-evaluation.
+        for object in objects.into_iter().filter(|o| o.kind() == kind) {
+            if !self.holds_same(&object) {
                 self.apply(object);
             }
-        } else {
-            for object in objects.into_iter().filter(|o| o.kind() == kind) {
-                self.store(object);
+        }
+    }
+
+    /// Is exactly this object (same projection) stored already?
+    fn holds_same(&self, object: &Object) -> bool {
+        match object {
+            Object::Namespace(ns) => self.namespaces.get(&*ns.meta.name) == Some(ns),
+            Object::Gateway(gw) => {
+                self.gateways
+                    .get(&*ns_name(&gw.meta.namespace, &gw.meta.name))
+                    == Some(gw)
             }
-            self.reevaluate_all();
+            Object::ListenerSet(ls) => {
+                self.listener_sets
+                    .get(&*ns_name(&ls.meta.namespace, &ls.meta.name))
+                    == Some(ls)
+            }
+            Object::Route(route) => self
+                .routes
+                .get(&route.key())
+                .is_some_and(|e| e.route == *route),
         }
     }
 

@@ -1,14 +1,13 @@
 //! Records and conflicts: settles every claimed name into DNS records and violations.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
 use super::attach::{Claim, Finding, RouteEval, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation};
-use crate::index::Snapshot;
+use crate::index::{RouteId, Snapshot};
 use crate::model::{Address, Route};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -98,8 +97,12 @@ pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
 
 /// Every claim on `name`, in precedence order.
 pub fn claimants<'a>(snap: &'a Snapshot, name: &str) -> Vec<Claimant<'a>> {
+    claimants_among(snap, name, snap.claimants(name))
+}
+
+fn claimants_among<'a>(snap: &'a Snapshot, name: &str, ids: &[RouteId]) -> Vec<Claimant<'a>> {
     let mut out = Vec::new();
-    for id in snap.claimants(name) {
+    for id in ids {
         if let Some(entry) = snap.route(id) {
             for claim in entry.eval.claims.iter().filter(|c| &*c.name == name) {
                 out.push(Claimant {
@@ -110,7 +113,9 @@ pub fn claimants<'a>(snap: &'a Snapshot, name: &str) -> Vec<Claimant<'a>> {
             }
         }
     }
-    out.sort_by(precedence);
+    if out.len() > 1 {
+        out.sort_by(precedence);
+    }
     out
 }
 
@@ -124,8 +129,10 @@ pub struct Settlement<'a> {
 }
 
 pub fn settle<'a>(cfg: &Config, name: &'a str, claims: Vec<Claimant<'a>>) -> Settlement<'a> {
-    let distinct: BTreeSet<&[Address]> = claims.iter().map(|c| &*c.claim.origin.targets).collect();
-    if distinct.len() <= 1 {
+    let agree = claims
+        .windows(2)
+        .all(|pair| pair[0].claim.origin.targets == pair[1].claim.origin.targets);
+    if agree {
         return Settlement {
             name,
             winners: claims,
@@ -284,7 +291,15 @@ pub fn violation_parts(
 
 /// Settles one name: its records and the conflict violations of the claims that lose it.
 pub fn plan_name(snap: &Snapshot, name: &str) -> (Vec<Record>, Vec<Violation>) {
-    let settlement = settle(snap.config(), name, claimants(snap, name));
+    plan_claimed_name(snap, name, snap.claimants(name))
+}
+
+fn plan_claimed_name(
+    snap: &Snapshot,
+    name: &str,
+    ids: &[RouteId],
+) -> (Vec<Record>, Vec<Violation>) {
+    let settlement = settle(snap.config(), name, claimants_among(snap, name, ids));
     let records = records_for(&settlement);
     let violations = settlement
         .losers
@@ -307,8 +322,8 @@ pub fn plan_name(snap: &Snapshot, name: &str) -> (Vec<Record>, Vec<Violation>) {
 pub fn full_plan(snap: &Snapshot) -> Plan {
     let mut records = Vec::new();
     let mut violations = Vec::new();
-    for name in snap.claimed_names() {
-        let (r, v) = plan_name(snap, name);
+    for (name, ids) in snap.claims() {
+        let (r, v) = plan_claimed_name(snap, name, ids);
         records.extend(r);
         violations.extend(v);
     }

@@ -166,12 +166,13 @@ fn assert_same_state(incremental: &Snapshot, fresh: &Snapshot) -> Result<(), Tes
         prop_assert_eq!(&mine.eval, &entry.eval, "evaluation of {}", id);
     }
     let names = |s: &Snapshot| {
-        s.claimed_names()
+        s.claims()
+            .map(|(name, _)| name)
             .map(str::to_owned)
             .collect::<BTreeSet<_>>()
     };
     prop_assert_eq!(names(incremental), names(fresh));
-    for name in fresh.claimed_names() {
+    for (name, _) in fresh.claims() {
         prop_assert_eq!(
             incremental.claimants(name),
             fresh.claimants(name),
