@@ -39,7 +39,6 @@ pub struct Snapshot {
     routes_by_parent: OrdMap<Box<str>, OrdSet<RouteId>>,
     /// Gateway `namespace/name` → ListenerSets (`namespace/name`) whose parentRef names it.
     listener_sets_by_gateway: OrdMap<Box<str>, OrdSet<Box<str>>>,
-    routes_by_namespace: OrdMap<Box<str>, OrdSet<RouteId>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
     claims: OrdMap<Arc<str>, Vec<RouteId>>,
 }
@@ -74,7 +73,6 @@ impl Snapshot {
             routes: OrdMap::new(),
             routes_by_parent: OrdMap::new(),
             listener_sets_by_gateway: OrdMap::new(),
-            routes_by_namespace: OrdMap::new(),
             claims: OrdMap::new(),
         }
     }
@@ -90,7 +88,10 @@ impl Snapshot {
             }
         }
         for route in routes {
-            snap.store_route(route);
+            let id: RouteId = Arc::new(route.key());
+            snap.link_parents(&id, &route);
+            let eval = Arc::new(RouteEval::default());
+            snap.routes.insert(id, RouteEntry { route, eval });
         }
         snap.reevaluate_all();
         snap
@@ -161,10 +162,7 @@ impl Snapshot {
     pub fn apply(&mut self, object: Object) {
         let key = object.key();
         match object {
-            Object::Route(route) => {
-                let id = self.store_route(route);
-                self.reevaluate(&id);
-            }
+            Object::Route(route) => self.apply_route(route),
             other => {
                 let affected_before = self.affected_routes(&key);
                 self.store(other);
@@ -284,10 +282,7 @@ impl Snapshot {
                     .or_default()
                     .insert(id);
             }
-            Object::Route(route) => {
-                let id = self.store_route(route);
-                self.reevaluate(&id);
-            }
+            Object::Route(route) => self.apply_route(route),
         }
     }
 
@@ -301,17 +296,42 @@ impl Snapshot {
         }
     }
 
-    /// Stores a route (keeping its previous evaluation until re-evaluated) and its reverse links.
-    fn store_route(&mut self, route: Arc<Route>) -> RouteId {
+    /// Inserts or replaces a route: evaluates it, then updates only what changed (parent links,
+    /// claimed names), so an update costs a handful of path copies.
+    fn apply_route(&mut self, route: Arc<Route>) {
         let key = route.key();
-        let previous = self.routes.get(&key).cloned();
-        let id: RouteId = match self.routes.get_key_value(&key) {
-            Some((id, _)) => id.clone(),
-            None => Arc::new(key),
-        };
-        if let Some(previous) = &previous {
-            self.unlink_parents(&id, &previous.route);
+        let previous = self
+            .routes
+            .get_key_value(&key)
+            .map(|(id, entry)| (id.clone(), entry.clone()));
+        let id = previous
+            .as_ref()
+            .map_or_else(|| Arc::new(key), |(id, _)| id.clone());
+        let parents_unchanged = previous
+            .as_ref()
+            .is_some_and(|(_, p)| p.route.parent_refs == route.parent_refs);
+        if !parents_unchanged {
+            if let Some((_, p)) = &previous {
+                self.unlink_parents(&id, &p.route);
+            }
+            self.link_parents(&id, &route);
         }
+        let eval = evaluate_route(self, &self.cfg, &route);
+        let eval = match previous {
+            Some((_, p)) if *p.eval == eval => p.eval,
+            Some((_, p)) => {
+                self.update_claims(&id, &p.eval, &eval);
+                Arc::new(eval)
+            }
+            None => {
+                self.update_claims(&id, &RouteEval::default(), &eval);
+                Arc::new(eval)
+            }
+        };
+        self.routes.insert(id, RouteEntry { route, eval });
+    }
+
+    fn link_parents(&mut self, id: &RouteId, route: &Route) {
         for parent in route.parent_refs.iter() {
             if let Some(kind) = parent.target_kind() {
                 self.routes_by_parent
@@ -320,13 +340,6 @@ impl Snapshot {
                     .insert(id.clone());
             }
         }
-        self.routes_by_namespace
-            .entry(route.meta.namespace.clone())
-            .or_default()
-            .insert(id.clone());
-        let eval = previous.map_or_else(|| Arc::new(RouteEval::default()), |p| p.eval);
-        self.routes.insert(id.clone(), RouteEntry { route, eval });
-        id
     }
 
     fn unlink_parents(&mut self, id: &RouteId, route: &Route) {
@@ -345,14 +358,7 @@ impl Snapshot {
 
     fn unlink_route(&mut self, id: &RouteId, entry: &RouteEntry) {
         self.unlink_parents(id, &entry.route);
-        let ns = &entry.route.meta.namespace;
-        if let Some(set) = self.routes_by_namespace.get_mut(ns) {
-            set.remove(id);
-            if set.is_empty() {
-                self.routes_by_namespace.remove(ns);
-            }
-        }
-        self.unclaim(id, &entry.eval);
+        self.update_claims(id, &entry.eval, &RouteEval::default());
     }
 
     /// Routes whose evaluation may change when the object `key` changes.
@@ -365,8 +371,12 @@ impl Snapshot {
         };
         match key.kind {
             ObjectKind::Namespace => {
-                if let Some(set) = self.routes_by_namespace.get(key.name.as_str()) {
-                    out.extend(set.iter().cloned());
+                // Routes are keyed by (kind, namespace, name): each kind's routes in one
+                // namespace form one contiguous range.
+                for kind in ObjectKind::ROUTES {
+                    let from = ObjectKey::new(kind, &key.name, "");
+                    let to = ObjectKey::new(kind, &format!("{}\0", key.name), "");
+                    out.extend(self.routes.range(from..to).map(|(id, _)| id.clone()));
                 }
                 for ls in self
                     .listener_sets
@@ -423,8 +433,7 @@ impl Snapshot {
         if *entry.eval == eval {
             return;
         }
-        self.unclaim(id, &entry.eval);
-        self.claim(id, &eval);
+        self.update_claims(id, &entry.eval, &eval);
         self.routes.insert(
             id.clone(),
             RouteEntry {
@@ -434,27 +443,30 @@ impl Snapshot {
         );
     }
 
-    fn claim(&mut self, id: &RouteId, eval: &RouteEval) {
+    /// Moves the route's entries in the name → claimants map from `old`'s names to `new`'s,
+    /// touching only the names that differ.
+    fn update_claims(&mut self, id: &RouteId, old: &RouteEval, new: &RouteEval) {
+        for name in old.names() {
+            if new.names().any(|n| n == name) {
+                continue;
+            }
+            if let Some(claimants) = self.claims.get_mut(name) {
+                claimants.retain(|c| c != id);
+                if claimants.is_empty() {
+                    self.claims.remove(name);
+                }
+            }
+        }
         let mut last: Option<&Arc<str>> = None;
-        for claim in &eval.claims {
-            if last.is_some_and(|l| *l == claim.name) {
+        for claim in &new.claims {
+            if last.is_some_and(|l| *l == claim.name) || old.names().any(|n| n == &*claim.name) {
+                last = Some(&claim.name);
                 continue;
             }
             last = Some(&claim.name);
             let claimants = self.claims.entry(claim.name.clone()).or_default();
             if let Err(pos) = claimants.binary_search(id) {
                 claimants.insert(pos, id.clone());
-            }
-        }
-    }
-
-    fn unclaim(&mut self, id: &RouteId, eval: &RouteEval) {
-        for name in eval.names() {
-            if let Some(claimants) = self.claims.get_mut(name) {
-                claimants.retain(|c| c != id);
-                if claimants.is_empty() {
-                    self.claims.remove(name);
-                }
             }
         }
     }
