@@ -5,5 +5,6 @@ mod support;
 
 mod admission;
 mod certs;
+mod install;
 mod tls;
 mod webhook;
