@@ -95,8 +95,110 @@ pub struct ServeArgs {
     /// Run the webhook (false: the sync loop alone).
     #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
     pub webhook: bool,
+    /// Cluster source: how often discovery looks for CRDs that appeared or went away.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_DISCOVERY_INTERVAL")]
+    pub discovery_interval: std::time::Duration,
+
+    /// Run the DNS sync loop (false: the webhook alone).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_SYNC")]
+    pub sync: bool,
+    /// Where records are written.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "embedded",
+        env = "GATEWAY_DNS_PROVIDER"
+    )]
+    pub provider: ProviderKind,
+    /// A zone gateway-dns manages (repeatable or comma-separated). The embedded server infers
+    /// zones from the manifests when none is given.
+    #[arg(
+        long = "zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE"
+    )]
+    pub zones: Vec<String>,
+    /// Embedded DNS server listen address (UDP and TCP).
+    #[arg(long, default_value = "127.0.0.1:5353", env = "GATEWAY_DNS_DNS_LISTEN")]
+    pub dns_listen: std::net::SocketAddr,
+    /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
+    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID")]
+    pub txt_owner_id: String,
+    /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
+    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT")]
+    pub txt_wildcard_replacement: Option<String>,
+    /// sync: create, update, delete; upsert-only: never delete; create-only: only create.
+    #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY")]
+    pub policy: String,
+    /// Periodic resync that repairs drift.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_INTERVAL")]
+    pub interval: std::time::Duration,
+    /// Log the plan; write nothing.
+    #[arg(long, env = "GATEWAY_DNS_DRY_RUN")]
+    pub dry_run: bool,
+    /// One sync pass, then exit: 0 when converged, 1 otherwise.
+    #[arg(long, env = "GATEWAY_DNS_ONCE")]
+    pub once: bool,
+    /// RFC 2136 server, HOST:PORT.
+    #[arg(long, value_name = "ADDR", env = "GATEWAY_DNS_RFC2136_SERVER")]
+    pub rfc2136_server: Option<std::net::SocketAddr>,
+    /// RFC 2136 zone (repeatable; same as --zone).
+    #[arg(
+        long = "rfc2136-zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_RFC2136_ZONE"
+    )]
+    pub rfc2136_zones: Vec<String>,
+    /// TSIG key name (no TSIG when unset).
+    #[arg(long, env = "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME")]
+    pub rfc2136_tsig_key_name: Option<String>,
+    /// TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
+    #[arg(
+        long,
+        default_value = "hmac-sha256",
+        env = "GATEWAY_DNS_RFC2136_TSIG_ALGORITHM"
+    )]
+    pub rfc2136_tsig_algorithm: String,
+    /// File holding the base64 TSIG secret (else the env var GATEWAY_DNS_RFC2136_TSIG_SECRET).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GATEWAY_DNS_RFC2136_TSIG_SECRET_FILE"
+    )]
+    pub rfc2136_tsig_secret_file: Option<PathBuf>,
+    /// PowerDNS API base URL, e.g. http://pdns:8081.
+    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_PDNS_SERVER")]
+    pub pdns_server: Option<String>,
+    /// File holding the PowerDNS API key (else the env var GATEWAY_DNS_PDNS_API_KEY).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_PDNS_API_KEY_FILE")]
+    pub pdns_api_key_file: Option<PathBuf>,
+    /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Namespace of the Lease.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE"
+    )]
+    pub leader_election_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME")]
+    pub lease_name: String,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    /// An authoritative DNS server inside gateway-dns (the default).
+    Embedded,
+    /// RFC 2136 dynamic updates (BIND and others), TSIG, AXFR to list.
+    Rfc2136,
+    /// The PowerDNS authoritative HTTP API.
+    Pdns,
 }
 
 /// Parses a duration such as `500ms`, `2s`, `1m30s` or a bare number of seconds.

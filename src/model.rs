@@ -895,7 +895,11 @@ mod raw {
                     .is_some_and(|(state, _)| state == Acceptance::Rejected);
                 Ok(Listener {
                     name: l.name.into(),
-                    hostname: l.hostname.filter(|h| !h.is_empty()).map(Into::into),
+                    // Hostnames compare case-insensitively (DESIGN.md §1): lower-case once here.
+                    hostname: l
+                        .hostname
+                        .filter(|h| !h.is_empty())
+                        .map(|h| h.to_ascii_lowercase().into()),
                     port: l.port,
                     protocol: l.protocol.into(),
                     allowed_routes: AllowedRoutes { namespaces, kinds },

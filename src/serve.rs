@@ -2,74 +2,127 @@
 //! sync loop. This is the application edge: errors are `anyhow`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::admission::EngineHandler;
-use crate::cli::ServeArgs;
-use crate::index::Index;
+use crate::cli::{ProviderKind, ServeArgs};
+use crate::dns::{self, Provider, SecretSource};
+use crate::engine::plan::full_plan;
+use crate::index::{Index, Snapshot};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::server::{self, Readiness, WebhookOptions, WebhookState};
+use crate::sync::desired::{EngineDesired, inferred_zones};
+use crate::sync::{SyncConfig, SyncMetrics, Syncer};
 use crate::tls::{self, CertSource};
 
 /// How often the files source looks for changed manifests.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
+/// How long `--once` waits for the source's first full sync.
+const ONCE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Runs until Ctrl-C / SIGTERM (or, with `--once`, until one sync pass ends).
+/// The environment variables secrets are read from when no file is given.
+pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
+pub const PDNS_API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
+
+/// Runs until Ctrl-C / SIGTERM (or, with `--once`, until one sync pass ends). Returns the exit
+/// code.
 pub async fn run(args: ServeArgs) -> Result<u8> {
+    if !args.webhook && !args.sync {
+        bail!("--webhook false and --sync false leave nothing to run");
+    }
     let cfg = Arc::new(args.engine.to_config()?);
-    let index = Index::with_config(cfg);
+    let index = Index::with_config(cfg.clone());
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::new();
-    let (synced_tx, mut synced_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
 
-    match (&args.manifests, &args.kubeconfig) {
-        (Some(dir), _) => {
+    // The source, and a receiver that turns true after its first full sync.
+    let (synced, kube_client, initial_snapshot) = match &args.manifests {
+        Some(dir) => {
             let paths = vec![dir.clone()];
             // Fail fast on a bad start: an operator typo should not look like an empty cluster.
-            crate::source::files::load_paths(&paths)
+            let loaded = crate::source::files::load_paths(&paths)
                 .with_context(|| format!("reading manifests from {}", dir.display()))?;
+            let initial = Snapshot::from_objects(cfg.clone(), loaded.into_iter().map(|l| l.object));
+            let (synced_tx, synced_rx) = watch::channel(false);
             tokio::spawn(crate::source::files::watch(
                 paths,
                 index.clone(),
                 MANIFEST_POLL,
                 synced_tx,
             ));
+            (synced_rx, None, Some(initial))
         }
-        (None, _) => bail!(
-            "no source: pass --manifests DIR (the cluster source is not built into this version yet)"
-        ),
-    }
+        None => {
+            let client = crate::source::kube::client(args.kubeconfig.as_deref())
+                .await
+                .context("connecting to the cluster (pass --manifests DIR to run without one)")?;
+            let config = crate::source::kube::Config {
+                discovery_interval: args.discovery_interval,
+                ..crate::source::kube::Config::default()
+            };
+            let source =
+                crate::source::kube::KubeSource::spawn(client.clone(), index.clone(), config);
+            let ready = source.ready();
+            let metrics = metrics.clone();
+            // Keep the source alive and export its staleness.
+            tasks.spawn(async move {
+                loop {
+                    for (kind, staleness) in source.staleness() {
+                        metrics.set_source_staleness(kind.kind(), staleness);
+                    }
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            });
+            (ready, Some(client), None)
+        }
+    };
 
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
-    let mut tasks = tokio::task::JoinSet::new();
+    spawn_index_watchers(&mut tasks, &index, &metrics, &readiness, synced.clone());
 
-    // Readiness and cache gauges follow the index.
-    {
-        let readiness = readiness.clone();
-        let metrics = metrics.clone();
-        let index = index.clone();
-        tasks.spawn(async move {
-            let mut changes = index.subscribe();
-            loop {
-                if *synced_rx.borrow_and_update() {
-                    readiness.set_sources_synced(true);
-                }
-                let snapshot = index.snapshot();
-                for kind in ObjectKind::ALL {
-                    metrics.set_cache_objects(kind.kind(), snapshot.len_of(kind) as u64);
-                }
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { break },
-                    changed = synced_rx.changed() => if changed.is_err() && !readiness.is_sources_synced() { break },
-                }
-            }
-            Ok::<(), anyhow::Error>(())
-        });
+    if args.sync {
+        let zones = zones_for(&args, initial_snapshot.as_ref())?;
+        let provider = provider_for(&args, &zones).await?;
+        let mut sync_config = SyncConfig::new(args.txt_owner_id.clone(), zones.clone());
+        sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+        sync_config.interval = args.interval;
+        sync_config.dry_run = args.dry_run;
+        sync_config.txt_wildcard_replacement = args.txt_wildcard_replacement.clone();
+        let mut syncer = Syncer::new(
+            provider,
+            Arc::new(EngineDesired::new(index.clone())),
+            sync_config,
+        );
+        if let (Some(client), true) = (&kube_client, args.leader_election) {
+            let identity = std::env::var("POD_NAME")
+                .or_else(|_| std::env::var("HOSTNAME"))
+                .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()));
+            let leader_config = crate::leader::LeaderConfig::new(
+                &args.leader_election_namespace,
+                &args.lease_name,
+                &identity,
+            );
+            let election = crate::leader::LeaderElection::spawn(client.clone(), leader_config)
+                .context("starting leader election")?;
+            syncer = syncer.with_write_gate(election.is_leader());
+            tasks.spawn(async move {
+                // Keep the election alive for the life of the process.
+                let _election = election;
+                std::future::pending::<()>().await;
+                Ok(())
+            });
+        }
+        tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
+        let syncer = Arc::new(syncer);
+        if args.once {
+            return run_once(syncer, synced).await;
+        }
+        spawn_sync(&mut tasks, syncer, &index, &metrics, synced.clone());
     }
 
     if args.webhook {
@@ -117,6 +170,9 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             .await?;
             Ok(())
         });
+    } else {
+        // Without the webhook there is no TLS to wait for: readiness is the source's.
+        readiness.set_tls_bound(true);
     }
 
     if let Some(addr) = args.metrics_listen {
@@ -130,7 +186,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     }
 
     tokio::select! {
-        () = &mut shutdown => {
+        () = shutdown_signal() => {
             tracing::info!("shutting down");
             Ok(0)
         }
@@ -140,6 +196,196 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             Err(err) => Err(err).context("a serving task failed"),
         },
     }
+}
+
+/// The managed zones: `--zone`, or for the embedded server alone, inferred from the records the
+/// manifests would publish (so the local quick start needs no flags).
+fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>> {
+    let mut zones: Vec<String> = args
+        .zones
+        .iter()
+        .chain(&args.rfc2136_zones)
+        .map(|z| dns::normalize_name(z))
+        .collect();
+    zones.sort();
+    zones.dedup();
+    if !zones.is_empty() {
+        return Ok(zones);
+    }
+    match (args.provider, initial) {
+        (ProviderKind::Embedded, Some(snapshot)) => {
+            let inferred = inferred_zones(&full_plan(snapshot));
+            if inferred.is_empty() {
+                bail!(
+                    "no --zone given and none can be inferred from the manifests: pass --zone ZONE"
+                );
+            }
+            tracing::info!(zones = ?inferred, "serving zones inferred from the manifests; pass --zone to choose");
+            Ok(inferred)
+        }
+        _ => bail!("pass --zone ZONE (repeatable): the zones gateway-dns manages"),
+    }
+}
+
+async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Provider>> {
+    Ok(match args.provider {
+        ProviderKind::Embedded => {
+            let mut config = dns::embedded::EmbeddedConfig::new(zones.to_vec());
+            config.listen = args.dns_listen;
+            let server = dns::embedded::EmbeddedDns::start(config).await?;
+            tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
+            Arc::new(server)
+        }
+        ProviderKind::Rfc2136 => {
+            let Some(server) = args.rfc2136_server else {
+                bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT");
+            };
+            let tsig = match &args.rfc2136_tsig_key_name {
+                None => None,
+                Some(name) => {
+                    let algorithm = args
+                        .rfc2136_tsig_algorithm
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-tsig-algorithm: {e}"))?;
+                    let secret =
+                        SecretSource::pick(args.rfc2136_tsig_secret_file.clone(), TSIG_SECRET_ENV);
+                    Some(
+                        dns::rfc2136::TsigKey::load(name, algorithm, &secret)
+                            .context("loading the TSIG key")?,
+                    )
+                }
+            };
+            let config = dns::rfc2136::Rfc2136Config::new(server, zones.to_vec(), tsig);
+            Arc::new(dns::rfc2136::Rfc2136Provider::new(config)?)
+        }
+        ProviderKind::Pdns => {
+            let Some(url) = &args.pdns_server else {
+                bail!("--provider pdns needs --pdns-server URL (e.g. http://127.0.0.1:8081)");
+            };
+            let key = SecretSource::pick(args.pdns_api_key_file.clone(), PDNS_API_KEY_ENV);
+            let config = dns::pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
+                .context("loading the PowerDNS API key")?;
+            Arc::new(dns::pdns::PdnsProvider::new(config)?)
+        }
+    })
+}
+
+/// Readiness and cache gauges follow the index and the source.
+fn spawn_index_watchers(
+    tasks: &mut tokio::task::JoinSet<Result<()>>,
+    index: &Index,
+    metrics: &Arc<Metrics>,
+    readiness: &Arc<Readiness>,
+    mut synced: watch::Receiver<bool>,
+) {
+    let (index, metrics, readiness) = (index.clone(), metrics.clone(), readiness.clone());
+    tasks.spawn(async move {
+        let mut changes = index.subscribe();
+        loop {
+            if *synced.borrow_and_update() {
+                readiness.set_sources_synced(true);
+            }
+            let snapshot = index.snapshot();
+            for kind in ObjectKind::ALL {
+                metrics.set_cache_objects(kind.kind(), snapshot.len_of(kind) as u64);
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+                changed = synced.changed(), if !readiness.is_sources_synced() => {
+                    if changed.is_err() { bail!("the source stopped before its first sync") }
+                }
+            }
+        }
+    });
+}
+
+async fn wait_synced(synced: &mut watch::Receiver<bool>) -> Result<()> {
+    synced
+        .wait_for(|ready| *ready)
+        .await
+        .map(|_| ())
+        .map_err(|_| anyhow::anyhow!("the source stopped before its first sync"))
+}
+
+/// The sync loop starts only after the source's first full sync: with an empty index, policy
+/// `sync` would delete every record it owns.
+fn spawn_sync(
+    tasks: &mut tokio::task::JoinSet<Result<()>>,
+    syncer: Arc<Syncer>,
+    index: &Index,
+    metrics: &Arc<Metrics>,
+    mut synced: watch::Receiver<bool>,
+) {
+    let notify = Arc::new(Notify::new());
+    {
+        let (index, notify) = (index.clone(), notify.clone());
+        tasks.spawn(async move {
+            let mut changes = index.subscribe();
+            while changes.changed().await.is_ok() {
+                notify.notify_one();
+            }
+            Ok(())
+        });
+    }
+    {
+        let (sync_metrics, metrics) = (syncer.metrics(), metrics.clone());
+        tasks.spawn(async move {
+            export_sync_metrics(sync_metrics, metrics).await;
+            Ok(())
+        });
+    }
+    tasks.spawn(async move {
+        wait_synced(&mut synced).await?;
+        syncer.run(notify, std::future::pending::<()>()).await;
+        Ok(())
+    });
+}
+
+async fn export_sync_metrics(sync: Arc<SyncMetrics>, metrics: Arc<Metrics>) {
+    let (mut changes_seen, mut errors_seen) = (0, 0);
+    loop {
+        let changes = sync.changes_applied.load(Ordering::Relaxed);
+        if changes > changes_seen {
+            metrics.add_sync_changes("applied", changes - changes_seen);
+            changes_seen = changes;
+        }
+        let errors = sync.errors.load(Ordering::Relaxed);
+        for _ in errors_seen..errors {
+            metrics.record_sync_error("provider");
+        }
+        errors_seen = errors;
+        let last = sync.last_success_unix_ms.load(Ordering::Relaxed);
+        if last > 0 {
+            metrics.set_last_successful_sync(UNIX_EPOCH + Duration::from_millis(last));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// `--once`: one pass after the first full sync; exit 0 when converged, 1 otherwise.
+async fn run_once(syncer: Arc<Syncer>, mut synced: watch::Receiver<bool>) -> Result<u8> {
+    tokio::time::timeout(ONCE_SYNC_TIMEOUT, wait_synced(&mut synced))
+        .await
+        .context("the source did not complete its first sync in time")??;
+    let report = syncer.run_once().await?;
+    let plan = &report.pass.plan;
+    println!(
+        "planned {} create, {} update, {} delete; applied {}; blocked {}; {}",
+        plan.changes.create.len(),
+        plan.changes.update.len(),
+        plan.changes.delete.len(),
+        report.pass.applied,
+        report.remaining.blocked.len(),
+        if report.converged {
+            "converged"
+        } else {
+            "not converged"
+        }
+    );
+    for blocked in &report.remaining.blocked {
+        println!("blocked: {blocked}");
+    }
+    Ok(if report.converged { 0 } else { 1 })
 }
 
 async fn shutdown_signal() {

@@ -66,6 +66,8 @@ pub enum Error {
     },
     #[error("server failed: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::Error),
 }
 
 /// Tunables of the `/validate` route.
@@ -181,6 +183,41 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
         .route("/healthz", get(healthz).fallback(only_get))
         .fallback(not_found)
         .with_state(metrics)
+}
+
+/// Runs the HTTPS webhook on `listen` until `shutdown` completes: loads the certificates from
+/// `cert_source` (files are then reloaded on change), binds, serves `router(state)`. This is
+/// all `gateway-dns serve` needs for the webhook side.
+pub async fn run_webhook(
+    listen: SocketAddr,
+    cert_source: crate::tls::CertSource,
+    state: WebhookState,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    // Keep the runtime (and its reloader) alive while serving.
+    let tls = crate::tls::start(cert_source, state.metrics.clone()).await?;
+    let listener = bind(listen).await?;
+    let readiness = state.readiness.clone();
+    tracing::info!(addr = %listen, "admission webhook listening (HTTPS)");
+    serve_tls(
+        listener,
+        tls.server_config.clone(),
+        router(state),
+        readiness,
+        shutdown,
+    )
+    .await
+}
+
+/// Runs the plain-HTTP metrics listener (`--metrics-listen`) until `shutdown` completes.
+pub async fn run_metrics(
+    listen: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let listener = bind(listen).await?;
+    tracing::info!(addr = %listen, "metrics listening (HTTP)");
+    serve_plain(listener, metrics_router(metrics), shutdown).await
 }
 
 /// Binds a TCP listener (a helper so callers get this module's error type).
@@ -340,6 +377,13 @@ async fn answer_review(
     let deadline = effective_deadline(state.options.admission_deadline, uri);
     let verdict = evaluate(state, review.request, arrived + deadline, deadline).await;
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
+    tracing::debug!(
+        uid = %review.uid,
+        outcome,
+        warnings = verdict.warnings.len(),
+        elapsed = ?arrived.elapsed(),
+        "answered admission review"
+    );
     let answer = webhook::review_response(&review.uid, &verdict);
     (json_response(StatusCode::OK, &answer), outcome)
 }

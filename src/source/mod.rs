@@ -2,3 +2,4 @@
 //! cluster, `kube` (watchers).
 
 pub mod files;
+pub mod kube;

@@ -4,7 +4,13 @@
 mod support;
 
 mod admission;
+mod apiserver_double;
 mod certs;
+mod dns_bind;
+mod dns_embedded;
+mod dns_pdns;
 mod install;
+mod kube_source;
+mod leader;
 mod tls;
 mod webhook;

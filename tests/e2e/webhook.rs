@@ -676,3 +676,78 @@ async fn shutdown_lets_an_open_request_finish() {
         "still accepting after stop"
     );
 }
+
+#[tokio::test]
+async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
+    let directory = tempfile::tempdir().unwrap();
+    let first = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    let second = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    std::fs::write(directory.path().join("tls.crt"), &first.cert_pem).unwrap();
+    std::fs::write(directory.path().join("tls.key"), &second.key_pem).unwrap();
+    let files = gateway_dns::tls::CertSource::Files {
+        cert_path: directory.path().join("tls.crt"),
+        key_path: directory.path().join("tls.key"),
+        poll_interval: Duration::from_secs(2),
+    };
+    let state = |readiness| {
+        server::WebhookState::new(
+            Arc::new(TestHandler),
+            Arc::new(gateway_dns::metrics::Metrics::new()),
+            readiness,
+            WebhookOptions::default(),
+        )
+    };
+    let readiness = server::Readiness::new();
+    let error = server::run_webhook(
+        "127.0.0.1:0".parse().unwrap(),
+        files.clone(),
+        state(readiness.clone()),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            server::Error::Tls(gateway_dns::tls::Error::KeyMismatch(_))
+        ),
+        "{error:?}"
+    );
+    assert!(!readiness.is_tls_bound());
+
+    // With the matching key it serves; find a free port first (run_webhook binds itself).
+    std::fs::write(directory.path().join("tls.key"), &first.key_pem).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::run_webhook(
+        addr,
+        files,
+        state(readiness.clone()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let started = Instant::now();
+    while !readiness.is_tls_bound() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "webhook never bound"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, body) = post_review(
+        addr,
+        &first.ca_cert_pem,
+        &service_host(),
+        &review("run", "web", "deny"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["response"]["allowed"], false);
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+    assert!(!readiness.is_tls_bound());
+}

@@ -1,5 +1,11 @@
-//! Support code shared by the end-to-end tests (and, through `#[path]`, by benchmarks).
+//! Shared support for the end-to-end tests (and, through `#[path]`, benchmarks): real servers
+//! started on loopback, killed on Drop, and the Kubernetes API double.
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod bind;
+pub mod dig;
 pub mod install;
+pub mod net;
+pub mod pdns;
 pub mod webhook;

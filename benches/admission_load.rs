@@ -1,0 +1,280 @@
+//! Load benchmark of the admission webhook: keep-alive HTTPS from 64 concurrent connections
+//! against the real server, first on the baseline route (a fixed "allowed" answer, no
+//! decoding), then on `/validate` with the handler under test, in the same process.
+//!
+//! Prints req/s, p50 and p99 for both, the ratio, and the handler's own time.
+//!
+//! Run: `cargo bench --bench admission_load`
+//! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route, default 3),
+//! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
+//! HTTP/1.1 on each connection).
+//!
+//! The workload is a parameter: [`Workload`] holds the handler and the reviews sent in turn.
+//! Replace `test_workload()` with the real decision over a large index to measure it.
+
+#[path = "../tests/support/webhook.rs"]
+#[allow(dead_code)]
+mod webhook_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gateway_dns::server::WebhookOptions;
+use gateway_dns::webhook::{AdmissionHandler, Verdict};
+use hyper::http::{Method, StatusCode};
+use serde_json::Value;
+
+use webhook_support::{HttpsConnection, TestHandler, TestWebhook, client_tls_config, review};
+
+const WARMUP: Duration = Duration::from_millis(500);
+
+/// What to benchmark: the decision plugged into the server and the reviews sent to it.
+struct Workload {
+    label: String,
+    handler: Arc<dyn AdmissionHandler>,
+    reviews: Vec<Value>,
+}
+
+/// The stand-in decision: the test handler, with a mix of allowed, denied and warned reviews.
+fn test_workload() -> Workload {
+    let verdicts = ["allow", "allow", "deny", "warn:2"];
+    Workload {
+        label: "TestHandler (allow/allow/deny/warn mix)".into(),
+        handler: Arc::new(TestHandler),
+        reviews: (0..256)
+            .map(|index| {
+                review(
+                    &format!("bench-{index}"),
+                    &format!("route-{index}"),
+                    verdicts[index % verdicts.len()],
+                )
+            })
+            .collect(),
+    }
+}
+
+struct Settings {
+    duration: Duration,
+    connections: usize,
+    http2: bool,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let number = |name: &str, default: f64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|value| value.parse::<f64>().ok())
+                .unwrap_or(default)
+        };
+        Self {
+            duration: Duration::from_secs_f64(number("GATEWAY_DNS_BENCH_SECONDS", 3.0)),
+            connections: number("GATEWAY_DNS_BENCH_CONNECTIONS", 64.0) as usize,
+            http2: std::env::var("GATEWAY_DNS_BENCH_HTTP2").is_ok_and(|value| value == "1"),
+        }
+    }
+}
+
+/// Wraps the handler to measure its own time, apart from transport and envelope.
+struct TimedHandler {
+    inner: Arc<dyn AdmissionHandler>,
+    samples: Mutex<Vec<Duration>>,
+    recording: std::sync::atomic::AtomicBool,
+}
+
+impl AdmissionHandler for TimedHandler {
+    fn handle(&self, request: &Value) -> Verdict {
+        let started = Instant::now();
+        let verdict = self.inner.handle(request);
+        if self.recording.load(std::sync::atomic::Ordering::Relaxed) {
+            let elapsed = started.elapsed();
+            if let Ok(mut samples) = self.samples.lock() {
+                samples.push(elapsed);
+            }
+        }
+        verdict
+    }
+}
+
+struct Measured {
+    requests: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Measured {
+    fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// With a fixed number of connections the mean follows from throughput (Little's law);
+    /// p50/p99 also show how fairly the connections are served.
+    fn mean(&self) -> Duration {
+        let total: Duration = self.latencies.iter().sum();
+        total / u32::try_from(self.latencies.len().max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+fn percentile(sorted: &[Duration], quantile: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * quantile).round() as usize]
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.3} ms", duration.as_secs_f64() * 1e3)
+}
+
+/// Drives `path` from `settings.connections` keep-alive connections; each sends the bodies in
+/// turn, one request at a time. Requests started during the warm-up are not counted.
+async fn drive(
+    webhook: &TestWebhook,
+    path: &'static str,
+    bodies: Arc<Vec<Vec<u8>>>,
+    settings: &Settings,
+) -> Measured {
+    let alpn: &[&[u8]] = if settings.http2 {
+        &[b"h2"]
+    } else {
+        &[b"http/1.1"]
+    };
+    let config = client_tls_config(
+        &[&webhook.ca_pem],
+        alpn,
+        &[&rustls::version::TLS13, &rustls::version::TLS12],
+    );
+    let started = Instant::now();
+    let measure_from = started + WARMUP;
+    let stop_at = measure_from + settings.duration;
+    let mut tasks = Vec::new();
+    for connection_index in 0..settings.connections {
+        let config = config.clone();
+        let bodies = bodies.clone();
+        let addr = webhook.addr;
+        tasks.push(tokio::spawn(async move {
+            let mut connection =
+                HttpsConnection::connect_with(addr, config, &webhook_support::service_host())
+                    .await
+                    .expect("connect");
+            let mut latencies = Vec::new();
+            let mut next = connection_index;
+            loop {
+                let sent = Instant::now();
+                if sent >= stop_at {
+                    break;
+                }
+                let body = bodies[next % bodies.len()].clone();
+                next += 1;
+                let reply = connection
+                    .send(
+                        Method::POST,
+                        path,
+                        &[("content-type", "application/json")],
+                        body,
+                    )
+                    .await
+                    .expect("request");
+                assert_eq!(reply.status, StatusCode::OK, "{path}");
+                if sent >= measure_from {
+                    latencies.push(sent.elapsed());
+                }
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("load task"));
+    }
+    latencies.sort_unstable();
+    Measured {
+        requests: latencies.len(),
+        elapsed: settings.duration,
+        latencies,
+    }
+}
+
+fn main() {
+    let settings = Settings::from_env();
+    let workload = test_workload();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let timed = Arc::new(TimedHandler {
+            inner: workload.handler.clone(),
+            samples: Mutex::new(Vec::new()),
+            recording: std::sync::atomic::AtomicBool::new(false),
+        });
+        let options = WebhookOptions {
+            enable_baseline_route: true,
+            ..WebhookOptions::default()
+        };
+        let webhook = TestWebhook::start(timed.clone(), options).await;
+        let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
+            workload
+                .reviews
+                .iter()
+                .map(|review| serde_json::to_vec(review).expect("review JSON"))
+                .collect(),
+        );
+        let mean_body = bodies.iter().map(Vec::len).sum::<usize>() / bodies.len().max(1);
+        println!(
+            "admission_load: {} connections, {} keep-alive over TLS, {:.1}s per route (+{}ms warm-up)",
+            settings.connections,
+            if settings.http2 { "HTTP/2" } else { "HTTP/1.1" },
+            settings.duration.as_secs_f64(),
+            WARMUP.as_millis()
+        );
+        println!(
+            "workload: {} ({} distinct reviews, mean body {} bytes)",
+            workload.label,
+            bodies.len(),
+            mean_body
+        );
+
+        let baseline = drive(&webhook, "/baseline-allow", bodies.clone(), &settings).await;
+        timed
+            .recording
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let validate = drive(&webhook, "/validate?timeout=10s", bodies.clone(), &settings).await;
+        timed
+            .recording
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+
+        println!(
+            "{:<16} {:>9} {:>11} {:>11} {:>11} {:>11}",
+            "route", "requests", "req/s", "mean", "p50", "p99"
+        );
+        for (name, measured) in [("/baseline-allow", &baseline), ("/validate", &validate)] {
+            println!(
+                "{:<16} {:>9} {:>11.0} {:>11} {:>11} {:>11}",
+                name,
+                measured.requests,
+                measured.per_second(),
+                millis(measured.mean()),
+                millis(percentile(&measured.latencies, 0.50)),
+                millis(percentile(&measured.latencies, 0.99)),
+            );
+        }
+        let mut handler_times = timed.samples.lock().map(|samples| samples.clone()).unwrap_or_default();
+        handler_times.sort_unstable();
+        println!(
+            "handler time on /validate: p50 {}, p99 {} ({} calls)",
+            millis(percentile(&handler_times, 0.50)),
+            millis(percentile(&handler_times, 0.99)),
+            handler_times.len()
+        );
+        println!(
+            "ratio /validate to baseline: throughput {:.2}, p50 {:.2}x, p99 {:.2}x",
+            validate.per_second() / baseline.per_second(),
+            percentile(&validate.latencies, 0.50).as_secs_f64()
+                / percentile(&baseline.latencies, 0.50).as_secs_f64(),
+            percentile(&validate.latencies, 0.99).as_secs_f64()
+                / percentile(&baseline.latencies, 0.99).as_secs_f64(),
+        );
+        webhook.stop().await;
+    });
+}

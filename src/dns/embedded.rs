@@ -1,0 +1,618 @@
+//! An authoritative DNS server in-process, for the managed zones, over UDP and TCP.
+//!
+//! It is its own [`Provider`]: the sync loop writes records into its memory, and it answers
+//! from them. Answers: A, AAAA, CNAME, TXT from the synced records, SOA and NS at each apex;
+//! NXDOMAIN vs NODATA (SOA in the authority section) per RFC 2308, wildcards per RFC 4592
+//! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
+//! REFUSED for names outside the zones, the SOA serial bumped on every change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::{NS, SOA};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::timeout;
+use tracing::debug;
+
+use super::{
+    Changes, Endpoint, Provider, RecordType, in_zone, name_string, normalize_name, wire_name,
+    wire_records, zone_of,
+};
+
+/// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
+const MAX_UDP_PAYLOAD: u16 = 1232;
+const TCP_IDLE: Duration = Duration::from_secs(10);
+const MAX_TCP_CONNECTIONS: usize = 256;
+/// CNAME chains followed inside our zones.
+const MAX_CNAME_HOPS: usize = 8;
+const SOA_REFRESH: i32 = 3600;
+const SOA_RETRY: i32 = 600;
+const SOA_EXPIRE: i32 = 86400;
+/// SOA MINIMUM: the negative-caching TTL (RFC 2308).
+const SOA_MINIMUM: u32 = 60;
+
+#[derive(Debug, Clone)]
+pub struct EmbeddedConfig {
+    /// UDP and TCP listen address (`--dns-listen`); port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Zones served (lower-case, no trailing dot).
+    pub zones: Vec<String>,
+    /// TTL of the SOA and NS records.
+    pub soa_ttl: u32,
+}
+
+impl EmbeddedConfig {
+    pub fn new(zones: Vec<String>) -> Self {
+        EmbeddedConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
+            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            soa_ttl: 300,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("embedded DNS server: cannot listen on {addr} ({protocol}): {source}")]
+    Bind {
+        addr: SocketAddr,
+        protocol: &'static str,
+        source: std::io::Error,
+    },
+    #[error("embedded DNS server: no zone configured")]
+    NoZones,
+    #[error("embedded DNS server: {0} is in none of the served zones")]
+    OutsideZones(String),
+    #[error(transparent)]
+    InvalidTarget(#[from] super::InvalidTarget),
+    #[error("embedded DNS server: zone data lock poisoned")]
+    Poisoned,
+}
+
+struct Zone {
+    apex: String,
+    serial: u32,
+    rrsets: BTreeMap<(String, RecordType), Endpoint>,
+    /// Every name that exists: owners of records, their ancestors down to the apex (empty
+    /// non-terminals), and the apex.
+    names: BTreeSet<String>,
+}
+
+impl Zone {
+    fn new(apex: String, serial: u32) -> Self {
+        let names = BTreeSet::from([apex.clone()]);
+        Zone {
+            apex,
+            serial,
+            rrsets: BTreeMap::new(),
+            names,
+        }
+    }
+
+    fn reindex(&mut self) {
+        let mut names = BTreeSet::from([self.apex.clone()]);
+        for (name, _) in self.rrsets.keys() {
+            let mut current = name.as_str();
+            while current.len() > self.apex.len() && names.insert(current.to_string()) {
+                match current.split_once('.') {
+                    Some((_, parent)) => current = parent,
+                    None => break,
+                }
+            }
+        }
+        self.names = names;
+    }
+
+    fn has_records_at(&self, name: &str) -> bool {
+        RecordType::ALL
+            .iter()
+            .any(|t| self.rrsets.contains_key(&(name.to_string(), *t)))
+    }
+}
+
+struct Store {
+    zones: Vec<Zone>,
+}
+
+impl Store {
+    fn zone(&self, name: &str) -> Option<&Zone> {
+        self.zones
+            .iter()
+            .filter(|zone| in_zone(name, &zone.apex))
+            .max_by_key(|zone| zone.apex.len())
+    }
+}
+
+pub struct EmbeddedDns {
+    store: Arc<RwLock<Store>>,
+    zones: Vec<String>,
+    local_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl EmbeddedDns {
+    /// Bind UDP and TCP on `config.listen` and start answering.
+    pub async fn start(config: EmbeddedConfig) -> Result<Self, Error> {
+        if config.zones.is_empty() {
+            return Err(Error::NoZones);
+        }
+        let initial_serial = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(1);
+        let store = Arc::new(RwLock::new(Store {
+            zones: config
+                .zones
+                .iter()
+                .map(|apex| Zone::new(apex.clone(), initial_serial))
+                .collect(),
+        }));
+        let udp = UdpSocket::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                protocol: "UDP",
+                source,
+            })?;
+        let local_addr = udp.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            protocol: "UDP",
+            source,
+        })?;
+        // Same port for TCP (matters when the configured port was 0).
+        let tcp = TcpListener::bind(local_addr)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: local_addr,
+                protocol: "TCP",
+                source,
+            })?;
+        let soa_ttl = config.soa_ttl;
+        let tasks = vec![
+            tokio::spawn(serve_udp(udp, store.clone(), soa_ttl)),
+            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl)),
+        ];
+        Ok(EmbeddedDns {
+            store,
+            zones: config.zones,
+            local_addr,
+            tasks,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The current SOA serial of `zone`.
+    pub fn serial(&self, zone: &str) -> Option<u32> {
+        let store = self.store.read().ok()?;
+        store
+            .zones
+            .iter()
+            .find(|z| z.apex == normalize_name(zone))
+            .map(|z| z.serial)
+    }
+
+    fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
+        // Validate everything first so a bad change leaves the zones untouched.
+        for endpoint in changes
+            .create
+            .iter()
+            .chain(&changes.update)
+            .chain(&changes.delete)
+        {
+            if zone_of(&endpoint.dns_name, &self.zones).is_none() {
+                return Err(Error::OutsideZones(endpoint.dns_name.clone()));
+            }
+            wire_records(endpoint, endpoint.ttl_or_default())?;
+        }
+        let mut store = self.store.write().map_err(|_| Error::Poisoned)?;
+        let mut touched = BTreeSet::new();
+        let zone_index = |store: &Store, name: &str| {
+            store
+                .zones
+                .iter()
+                .enumerate()
+                .filter(|(_, zone)| in_zone(name, &zone.apex))
+                .max_by_key(|(_, zone)| zone.apex.len())
+                .map(|(i, _)| i)
+        };
+        for endpoint in &changes.delete {
+            if let Some(i) = zone_index(&store, &endpoint.dns_name) {
+                store.zones[i]
+                    .rrsets
+                    .remove(&(endpoint.dns_name.clone(), endpoint.record_type));
+                touched.insert(i);
+            }
+        }
+        for endpoint in changes.update.iter().chain(&changes.create) {
+            if let Some(i) = zone_index(&store, &endpoint.dns_name) {
+                let stored = Endpoint {
+                    ttl: Some(endpoint.ttl_or_default()),
+                    resource: None,
+                    ..endpoint.clone()
+                };
+                store.zones[i]
+                    .rrsets
+                    .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
+                touched.insert(i);
+            }
+        }
+        for i in touched {
+            let zone = &mut store.zones[i];
+            zone.serial = zone.serial.wrapping_add(1);
+            zone.reindex();
+        }
+        Ok(())
+    }
+
+    fn all_records(&self) -> Result<Vec<Endpoint>, Error> {
+        let store = self.store.read().map_err(|_| Error::Poisoned)?;
+        Ok(store
+            .zones
+            .iter()
+            .flat_map(|zone| zone.rrsets.values().cloned())
+            .collect())
+    }
+}
+
+impl Drop for EmbeddedDns {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Provider for EmbeddedDns {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+        Box::pin(async move { Ok(self.all_records()?) })
+    }
+
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+        Box::pin(async move { Ok(self.apply_changes(changes)?) })
+    }
+
+    fn zones(&self) -> &[String] {
+        &self.zones
+    }
+}
+
+async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        let (len, peer) = match socket.recv_from(&mut buffer).await {
+            Ok(received) => received,
+            Err(err) => {
+                debug!(error = %err, "embedded DNS: UDP receive failed");
+                continue;
+            }
+        };
+        if let Some(answer) = answer_bytes(&buffer[..len], &store, soa_ttl, true) {
+            let _ = socket.send_to(&answer, peer).await;
+        }
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+    // Connection tasks live in this set: aborting the server aborts them too.
+    let mut connections = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            continue;
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            continue; // over the limit: drop the connection
+        };
+        let store = store.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            serve_connection(stream, store, soa_ttl).await;
+        });
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+    loop {
+        let mut len = [0u8; 2];
+        match timeout(TCP_IDLE, stream.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let mut request = vec![0u8; u16::from_be_bytes(len) as usize];
+        match timeout(TCP_IDLE, stream.read_exact(&mut request)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let Some(answer) = answer_bytes(&request, &store, soa_ttl, false) else {
+            return;
+        };
+        let Ok(answer_len) = u16::try_from(answer.len()) else {
+            return;
+        };
+        let mut framed = Vec::with_capacity(answer.len() + 2);
+        framed.extend_from_slice(&answer_len.to_be_bytes());
+        framed.extend_from_slice(&answer);
+        if stream.write_all(&framed).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Decode a request and encode the answer; `None` when there is nothing sensible to send.
+fn answer_bytes(request: &[u8], store: &RwLock<Store>, soa_ttl: u32, udp: bool) -> Option<Vec<u8>> {
+    let request = match Message::from_vec(request) {
+        Ok(request) => request,
+        Err(_) => {
+            // Answer FORMERR when at least the header is there.
+            let id = u16::from_be_bytes([*request.first()?, *request.get(1)?]);
+            let error = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
+            return error.to_vec().ok();
+        }
+    };
+    if request.metadata.message_type != MessageType::Query {
+        return None;
+    }
+    let mut response = {
+        let store = store.read().ok()?;
+        respond(&store, &request, soa_ttl)
+    };
+    let limit = if !udp {
+        u16::MAX as usize
+    } else {
+        match &request.edns {
+            Some(edns) => edns.max_payload().clamp(512, MAX_UDP_PAYLOAD) as usize,
+            None => 512,
+        }
+    };
+    let bytes = response.to_vec().ok()?;
+    if bytes.len() <= limit {
+        return Some(bytes);
+    }
+    // Too big for UDP: an empty truncated answer tells the client to retry over TCP.
+    response.metadata.truncation = true;
+    response.answers.clear();
+    response.authorities.clear();
+    response.additionals.clear();
+    response.to_vec().ok()
+}
+
+/// The answer to one query message. Pure apart from reading the zone data.
+fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
+    let mut response = Message::response(request.metadata.id, request.metadata.op_code);
+    response.metadata.recursion_desired = request.metadata.recursion_desired;
+    if request.edns.is_some() {
+        let mut edns = Edns::new();
+        edns.set_max_payload(MAX_UDP_PAYLOAD);
+        response.set_edns(edns);
+    }
+    if request.metadata.op_code != OpCode::Query {
+        response.metadata.response_code = ResponseCode::NotImp;
+        return response;
+    }
+    let [query] = request.queries.as_slice() else {
+        response.metadata.response_code = ResponseCode::FormErr;
+        return response;
+    };
+    response.add_query(query.clone());
+    let qname = name_string(query.name());
+    let Some(zone) = store.zone(&qname) else {
+        response.metadata.response_code = ResponseCode::Refused;
+        return response;
+    };
+    // No zone transfers from the embedded server; and only the IN class.
+    if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
+        || !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY)
+    {
+        response.metadata.response_code = ResponseCode::Refused;
+        return response;
+    }
+    response.metadata.authoritative = true;
+
+    let qtype = query.query_type();
+    let mut owner = query.name().clone();
+    let mut name = qname;
+    for _ in 0..MAX_CNAME_HOPS {
+        let Some(node) = find_node(zone, &name) else {
+            // The first name decides the rcode; a dangling CNAME inside the zone still NOERROR.
+            if response.answers.is_empty() {
+                response.metadata.response_code = ResponseCode::NXDomain;
+                response.add_authority(soa_record(zone, soa_ttl, true));
+            }
+            return response;
+        };
+        let before = response.answers.len();
+        if name == zone.apex && matches!(qtype, WireType::SOA | WireType::ANY) {
+            response.add_answer(soa_record(zone, soa_ttl, false));
+        }
+        if name == zone.apex && matches!(qtype, WireType::NS | WireType::ANY) {
+            response.add_answer(ns_record(zone, soa_ttl));
+        }
+        let matching: Vec<RecordType> = RecordType::ALL
+            .into_iter()
+            .filter(|t| qtype == WireType::ANY || t.to_wire() == qtype)
+            .filter(|t| zone.rrsets.contains_key(&(node.clone(), *t)))
+            .collect();
+        for record_type in &matching {
+            add_rrset(&mut response, zone, &node, *record_type, &owner);
+        }
+        if response.answers.len() > before || qtype == WireType::ANY {
+            if response.answers.is_empty() {
+                response.add_authority(soa_record(zone, soa_ttl, true));
+            }
+            return response;
+        }
+        let cname = zone.rrsets.get(&(node.clone(), RecordType::CNAME));
+        match cname.and_then(|set| set.targets.iter().next()) {
+            Some(target) if qtype != WireType::CNAME => {
+                add_rrset(&mut response, zone, &node, RecordType::CNAME, &owner);
+                let target = normalize_name(target);
+                if !in_zone(&target, &zone.apex) {
+                    return response; // the resolver follows it elsewhere
+                }
+                let Ok(next_owner) = wire_name(&target) else {
+                    return response;
+                };
+                owner = next_owner;
+                name = target;
+            }
+            _ => {
+                // NODATA: the name exists, not with this type.
+                if response.answers.is_empty() {
+                    response.add_authority(soa_record(zone, soa_ttl, true));
+                }
+                return response;
+            }
+        }
+    }
+    response
+}
+
+/// The node whose records answer `name`: the name itself when it exists (with records or as an
+/// empty non-terminal), else the wildcard at its closest encloser, else none (NXDOMAIN).
+fn find_node(zone: &Zone, name: &str) -> Option<String> {
+    if zone.names.contains(name) {
+        return Some(name.to_string());
+    }
+    let mut encloser = name;
+    while encloser != zone.apex {
+        encloser = encloser.split_once('.').map(|(_, parent)| parent)?;
+        if zone.names.contains(encloser) {
+            let wildcard = format!("*.{encloser}");
+            return zone.has_records_at(&wildcard).then_some(wildcard);
+        }
+    }
+    None
+}
+
+fn add_rrset(
+    response: &mut Message,
+    zone: &Zone,
+    node: &str,
+    record_type: RecordType,
+    owner: &Name,
+) {
+    let Some(set) = zone.rrsets.get(&(node.to_string(), record_type)) else {
+        return;
+    };
+    if let Ok(records) = wire_records(set, set.ttl_or_default()) {
+        for mut record in records {
+            record.name = owner.clone();
+            response.add_answer(record);
+        }
+    }
+}
+
+fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
+    let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
+    let mname = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
+    let rname = wire_name(&format!("hostmaster.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
+    let soa = SOA::new(
+        mname,
+        rname,
+        zone.serial,
+        SOA_REFRESH,
+        SOA_RETRY,
+        SOA_EXPIRE,
+        SOA_MINIMUM,
+    );
+    // RFC 2308: the SOA in a negative answer carries min(SOA TTL, MINIMUM).
+    let ttl = if negative { ttl.min(SOA_MINIMUM) } else { ttl };
+    Record::from_rdata(apex, ttl, RData::SOA(soa))
+}
+
+fn ns_record(zone: &Zone, ttl: u32) -> Record {
+    let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
+    let ns = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
+    Record::from_rdata(apex, ttl, RData::NS(NS(ns)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Query;
+
+    fn store() -> Store {
+        let mut zone = Zone::new("example.com".into(), 7);
+        for endpoint in [
+            Endpoint::new("a.b.example.com", RecordType::A, ["192.0.2.1"]),
+            Endpoint::new("*.example.com", RecordType::A, ["192.0.2.9"]),
+            Endpoint::new("*.example.com", RecordType::TXT, ["wild"]),
+            Endpoint::new("www.example.com", RecordType::CNAME, ["a.b.example.com"]),
+        ] {
+            zone.rrsets
+                .insert((endpoint.dns_name.clone(), endpoint.record_type), endpoint);
+        }
+        zone.reindex();
+        Store { zones: vec![zone] }
+    }
+
+    fn ask(name: &str, qtype: WireType) -> Message {
+        let mut request = Message::query();
+        request.add_query(Query::query(wire_name(name).unwrap(), qtype));
+        respond(&store(), &request, 300)
+    }
+
+    #[test]
+    fn exact_wildcard_empty_non_terminal_and_nxdomain() {
+        let exact = ask("a.b.example.com", WireType::A);
+        assert_eq!(exact.metadata.response_code, ResponseCode::NoError);
+        assert!(exact.metadata.authoritative);
+        assert_eq!(exact.answers.len(), 1);
+
+        // b.example.com exists as an empty non-terminal: NODATA, never the wildcard.
+        let ent = ask("b.example.com", WireType::A);
+        assert_eq!(ent.metadata.response_code, ResponseCode::NoError);
+        assert!(ent.answers.is_empty());
+        assert_eq!(ent.authorities[0].record_type(), WireType::SOA);
+
+        // Below the empty non-terminal: closest encloser b.example.com has no wildcard.
+        let below = ask("x.b.example.com", WireType::A);
+        assert_eq!(below.metadata.response_code, ResponseCode::NXDomain);
+
+        // Synthesised from *.example.com, owner = the query name, several labels deep.
+        let wild = ask("q.r.example.com", WireType::A);
+        assert_eq!(wild.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(name_string(&wild.answers[0].name), "q.r.example.com");
+        let wild_nodata = ask("q.example.com", WireType::AAAA);
+        assert!(wild_nodata.answers.is_empty());
+        assert_eq!(wild_nodata.metadata.response_code, ResponseCode::NoError);
+    }
+
+    #[test]
+    fn cname_is_followed_inside_the_zone() {
+        let answer = ask("www.example.com", WireType::A);
+        let types: Vec<WireType> = answer.answers.iter().map(|r| r.record_type()).collect();
+        assert_eq!(types, [WireType::CNAME, WireType::A]);
+    }
+
+    #[test]
+    fn refuses_outside_and_answers_apex() {
+        assert_eq!(
+            ask("example.org", WireType::A).metadata.response_code,
+            ResponseCode::Refused
+        );
+        let soa = ask("example.com", WireType::SOA);
+        assert_eq!(soa.answers[0].record_type(), WireType::SOA);
+        assert_eq!(
+            ask("example.com", WireType::AXFR).metadata.response_code,
+            ResponseCode::Refused
+        );
+        let ns = ask("example.com", WireType::NS);
+        assert_eq!(ns.answers[0].record_type(), WireType::NS);
+    }
+}

@@ -1,0 +1,488 @@
+//! PowerDNS authoritative HTTP API: list a zone's RRsets, PATCH RRsets with REPLACE/DELETE.
+//!
+//! Plain HTTP (the API is meant for loopback or a sidecar); the key goes in `X-API-Key`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::{Deserialize, Serialize};
+use tokio::time::timeout;
+
+use super::{Changes, Endpoint, Provider, RecordType, normalize_name, zone_of};
+
+/// Environment variable read for the API key when no key file is given.
+pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
+
+/// Largest API answer read (a zone listing of many thousand records fits easily).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct PdnsConfig {
+    /// Base URL of the API server, e.g. `http://127.0.0.1:8081`.
+    pub api_url: String,
+    /// PowerDNS server id (always `localhost` for the authoritative server).
+    pub server_id: String,
+    pub api_key: String,
+    /// Zones managed (lower-case, no trailing dot).
+    pub zones: Vec<String>,
+    /// Per HTTP request.
+    pub timeout: Duration,
+    /// RRsets per PATCH request.
+    pub batch_size: usize,
+}
+
+impl fmt::Debug for PdnsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PdnsConfig")
+            .field("api_url", &self.api_url)
+            .field("server_id", &self.server_id)
+            .field("api_key", &"<redacted>")
+            .field("zones", &self.zones)
+            .finish()
+    }
+}
+
+impl PdnsConfig {
+    pub fn new(api_url: impl Into<String>, api_key: impl Into<String>, zones: Vec<String>) -> Self {
+        PdnsConfig {
+            api_url: api_url.into(),
+            server_id: "localhost".into(),
+            api_key: api_key.into(),
+            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            timeout: Duration::from_secs(30),
+            batch_size: 500,
+        }
+    }
+
+    /// Configuration whose API key is read from a file or an environment variable.
+    pub fn load(
+        api_url: impl Into<String>,
+        api_key: &super::SecretSource,
+        zones: Vec<String>,
+    ) -> Result<Self, super::Error> {
+        Ok(Self::new(api_url, api_key.load()?, zones))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("PowerDNS API URL {0:?} is not a valid http:// URL")]
+    BadUrl(String),
+    #[error("PowerDNS API at {url}: {source}")]
+    Http {
+        url: String,
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("PowerDNS API at {url}: reading the answer failed: {detail}")]
+    Body { url: String, detail: String },
+    #[error("PowerDNS API at {url} did not answer within {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("PowerDNS API refused {method} {url}: HTTP {status}: {message}")]
+    Api {
+        method: Method,
+        url: String,
+        status: StatusCode,
+        message: String,
+    },
+    #[error("PowerDNS API at {url}: unexpected answer: {source}")]
+    Decode {
+        url: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot encode PowerDNS request: {0}")]
+    Encode(serde_json::Error),
+    #[error("{0} is in none of the managed zones")]
+    OutsideZones(String),
+    #[error("{failed} of {total} RRset changes were rejected; first: {first}")]
+    Partial {
+        failed: usize,
+        total: usize,
+        first: Box<Error>,
+    },
+}
+
+pub struct PdnsProvider {
+    config: PdnsConfig,
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+#[derive(Deserialize)]
+struct ZoneBody {
+    #[serde(default)]
+    rrsets: Vec<RrsetBody>,
+}
+
+#[derive(Deserialize)]
+struct RrsetBody {
+    name: String,
+    #[serde(rename = "type")]
+    rtype: String,
+    ttl: u32,
+    #[serde(default)]
+    records: Vec<RecordBody>,
+}
+
+#[derive(Deserialize, Serialize)]
+struct RecordBody {
+    content: String,
+    #[serde(default)]
+    disabled: bool,
+}
+
+#[derive(Serialize)]
+struct PatchBody<'a> {
+    rrsets: &'a [PatchRrset],
+}
+
+#[derive(Serialize)]
+struct PatchRrset {
+    name: String,
+    #[serde(rename = "type")]
+    rtype: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<u32>,
+    changetype: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    records: Vec<RecordBody>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+}
+
+impl PdnsProvider {
+    pub fn new(config: PdnsConfig) -> Result<Self, Error> {
+        let base = config.api_url.trim_end_matches('/').to_string();
+        let uri: Uri = base.parse().map_err(|_| Error::BadUrl(base.clone()))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(Error::BadUrl(base));
+        }
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        Ok(PdnsProvider {
+            config,
+            base,
+            client,
+        })
+    }
+
+    fn zone_url(&self, zone: &str) -> String {
+        format!(
+            "{}/api/v1/servers/{}/zones/{}.",
+            self.base, self.config.server_id, zone
+        )
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, Error> {
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header("X-API-Key", &self.config.api_key)
+            .header("Accept", "application/json");
+        if body.is_some() {
+            builder = builder.header("Content-Type", "application/json");
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|_| Error::BadUrl(url.to_string()))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|source| Error::Http {
+                    url: url.to_string(),
+                    source,
+                })?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| Error::Body {
+                    url: url.to_string(),
+                    detail: e.to_string(),
+                })?
+                .to_bytes();
+            Ok::<_, Error>((status, body))
+        };
+        let (status, body) =
+            timeout(self.config.timeout, exchange)
+                .await
+                .map_err(|_| Error::Timeout {
+                    url: url.to_string(),
+                    timeout: self.config.timeout,
+                })??;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&body)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(300).collect());
+            return Err(Error::Api {
+                method,
+                url: url.to_string(),
+                status,
+                message,
+            });
+        }
+        Ok(body)
+    }
+
+    async fn zone_records(&self, zone: &str) -> Result<Vec<Endpoint>, Error> {
+        let url = self.zone_url(zone);
+        let body = self.request(Method::GET, &url, None).await?;
+        let parsed: ZoneBody =
+            serde_json::from_slice(&body).map_err(|source| Error::Decode { url, source })?;
+        let mut endpoints = Vec::new();
+        for rrset in parsed.rrsets {
+            let Ok(record_type) = rrset.rtype.parse::<RecordType>() else {
+                continue;
+            };
+            let targets: BTreeSet<String> = rrset
+                .records
+                .iter()
+                .map(|record| parse_content(record_type, &record.content))
+                .collect();
+            if targets.is_empty() {
+                continue;
+            }
+            endpoints.push(Endpoint {
+                dns_name: normalize_name(&rrset.name),
+                record_type,
+                targets,
+                ttl: Some(rrset.ttl),
+                resource: None,
+            });
+        }
+        Ok(endpoints)
+    }
+
+    async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
+        let mut per_zone: BTreeMap<&str, Vec<PatchRrset>> = BTreeMap::new();
+        let ordered = changes
+            .delete
+            .iter()
+            .map(|e| (e, "DELETE"))
+            .chain(changes.update.iter().map(|e| (e, "REPLACE")))
+            .chain(changes.create.iter().map(|e| (e, "REPLACE")));
+        for (endpoint, changetype) in ordered {
+            let zone = zone_of(&endpoint.dns_name, &self.config.zones)
+                .ok_or_else(|| Error::OutsideZones(endpoint.dns_name.clone()))?;
+            let replace = changetype == "REPLACE";
+            per_zone.entry(zone).or_default().push(PatchRrset {
+                name: format!("{}.", endpoint.dns_name),
+                rtype: endpoint.record_type.as_str(),
+                ttl: replace.then(|| endpoint.ttl_or_default()),
+                changetype,
+                records: if replace {
+                    endpoint
+                        .targets
+                        .iter()
+                        .map(|target| RecordBody {
+                            content: format_content(endpoint.record_type, target),
+                            disabled: false,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+        let batch_size = self.config.batch_size.max(1);
+        let total = changes.len();
+        let mut rejected = Vec::new();
+        for (zone, rrsets) in per_zone {
+            let url = self.zone_url(zone);
+            // A PATCH is all-or-nothing: one RRset PowerDNS rejects (HTTP 422) would hold back
+            // the batch, so a rejected batch is split in halves until the culprit is isolated.
+            let mut pending: Vec<&[PatchRrset]> = rrsets.chunks(batch_size).rev().collect();
+            while let Some(batch) = pending.pop() {
+                let body =
+                    serde_json::to_vec(&PatchBody { rrsets: batch }).map_err(Error::Encode)?;
+                match self.request(Method::PATCH, &url, Some(body)).await {
+                    Ok(_) => {}
+                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
+                        let (first, second) = batch.split_at(batch.len() / 2);
+                        pending.push(second);
+                        pending.push(first);
+                    }
+                    Err(err) if is_content_error(&err) => rejected.push(err),
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        match rejected.len() {
+            0 => Ok(()),
+            failed => Err(Error::Partial {
+                failed,
+                total,
+                first: Box::new(rejected.swap_remove(0)),
+            }),
+        }
+    }
+}
+
+/// PowerDNS answers 422 when it rejects the content of a change (a name, a conflict).
+fn is_content_error(err: &Error) -> bool {
+    matches!(err, Error::Api { status, .. } if *status == StatusCode::UNPROCESSABLE_ENTITY)
+}
+
+impl Provider for PdnsProvider {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+        Box::pin(async move {
+            let mut all = Vec::new();
+            for zone in &self.config.zones {
+                all.extend(self.zone_records(zone).await?);
+            }
+            Ok(all)
+        })
+    }
+
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+        Box::pin(async move { Ok(self.apply_changes(changes).await?) })
+    }
+
+    fn zones(&self) -> &[String] {
+        &self.config.zones
+    }
+}
+
+/// Our target → PowerDNS record content (zone-file presentation).
+fn format_content(record_type: RecordType, target: &str) -> String {
+    match record_type {
+        RecordType::A | RecordType::AAAA => target.to_string(),
+        RecordType::CNAME => format!("{}.", normalize_name(target)),
+        RecordType::TXT => quote_txt(target),
+    }
+}
+
+/// PowerDNS record content → our target.
+fn parse_content(record_type: RecordType, content: &str) -> String {
+    match record_type {
+        RecordType::A | RecordType::AAAA => content
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|_| content.to_string()),
+        RecordType::CNAME => normalize_name(content),
+        RecordType::TXT => unquote_txt(content),
+    }
+}
+
+/// TXT text as quoted character-strings of at most 255 bytes, escaping `"` and `\` and
+/// non-printable bytes as `\DDD`.
+fn quote_txt(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let chunks: Vec<&[u8]> = if bytes.is_empty() {
+        vec![&[][..]]
+    } else {
+        bytes.chunks(255).collect()
+    };
+    chunks
+        .iter()
+        .map(|chunk| {
+            let mut quoted = String::from("\"");
+            for &byte in *chunk {
+                match byte {
+                    b'"' | b'\\' => {
+                        quoted.push('\\');
+                        quoted.push(byte as char);
+                    }
+                    0x20..=0x7e => quoted.push(byte as char),
+                    _ => quoted.push_str(&format!("\\{byte:03}")),
+                }
+            }
+            quoted.push('"');
+            quoted
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Presentation-format TXT content (one or more character-strings, quoted or not) → the
+/// concatenated text.
+fn unquote_txt(content: &str) -> String {
+    let mut out: Vec<u8> = Vec::new();
+    let bytes = content.as_bytes();
+    let mut i = 0;
+    let mut in_quotes = false;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        match byte {
+            b'"' => in_quotes = !in_quotes,
+            b'\\' if i + 1 < bytes.len() => {
+                let digits = &bytes[i + 1..(i + 4).min(bytes.len())];
+                if digits.len() == 3 && digits.iter().all(u8::is_ascii_digit) {
+                    let value = digits
+                        .iter()
+                        .fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0'));
+                    out.push(value.min(255) as u8);
+                    i += 3;
+                } else {
+                    out.push(bytes[i + 1]);
+                    i += 1;
+                }
+            }
+            b' ' | b'\t' if !in_quotes => {}
+            _ => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txt_quoting_round_trips() {
+        for text in [
+            "heritage=external-dns,external-dns/owner=gw",
+            "with \"quotes\" and \\ backslash",
+            "",
+            &"x".repeat(600),
+            "tab\there",
+        ] {
+            let quoted = quote_txt(text);
+            assert_eq!(unquote_txt(&quoted), text, "{quoted}");
+        }
+        assert_eq!(quote_txt(&"y".repeat(300)).matches('"').count(), 4);
+        assert_eq!(unquote_txt("\"a\" \"b\""), "ab");
+    }
+
+    #[test]
+    fn content_formats() {
+        assert_eq!(
+            format_content(RecordType::CNAME, "lb.example.net"),
+            "lb.example.net."
+        );
+        assert_eq!(
+            parse_content(RecordType::CNAME, "LB.example.net."),
+            "lb.example.net"
+        );
+        assert_eq!(
+            parse_content(RecordType::AAAA, "2001:db8:0::1"),
+            "2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn only_http_urls() {
+        let config = |url: &str| PdnsConfig::new(url, "k", vec!["example.com".into()]);
+        assert!(PdnsProvider::new(config("https://pdns:8081")).is_err());
+        assert!(PdnsProvider::new(config("not a url")).is_err());
+        assert!(format!("{:?}", config("http://x")).contains("redacted"));
+    }
+}

@@ -1,0 +1,627 @@
+//! RFC 2136 dynamic updates (BIND 9 and friends), signed with TSIG; listing by AXFR over TCP.
+//!
+//! Updates are batched per zone, at most `batch_size` RRset operations per UPDATE message,
+//! sent one after the other over one TCP connection. Each message is atomic on the server.
+//! Creates carry an "RRset does not exist" prerequisite, so a record that appeared since the
+//! listing is never overwritten (the batch fails, the next pass re-lists and reports it).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use hickory_proto::op::update_message::UpdateMessage;
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType as WireType, TSigVerifier, TSigner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use super::{Changes, Endpoint, Provider, group_records, wire_name, wire_records, zone_of};
+
+/// Environment variable read for the TSIG secret when no secret file is given.
+pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
+
+/// Clock skew the server may accept (seconds), as `nsupdate` uses.
+const TSIG_FUDGE: u16 = 300;
+/// Upper bound on AXFR messages for one zone (guards against a server that never ends).
+const MAX_AXFR_MESSAGES: usize = 1_000_000;
+
+/// TSIG algorithms we sign with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsigAlgorithmName {
+    HmacSha256,
+    HmacSha384,
+    HmacSha512,
+}
+
+impl TsigAlgorithmName {
+    fn to_hickory(self) -> TsigAlgorithm {
+        match self {
+            TsigAlgorithmName::HmacSha256 => TsigAlgorithm::HmacSha256,
+            TsigAlgorithmName::HmacSha384 => TsigAlgorithm::HmacSha384,
+            TsigAlgorithmName::HmacSha512 => TsigAlgorithm::HmacSha512,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TsigAlgorithmName::HmacSha256 => "hmac-sha256",
+            TsigAlgorithmName::HmacSha384 => "hmac-sha384",
+            TsigAlgorithmName::HmacSha512 => "hmac-sha512",
+        }
+    }
+}
+
+impl fmt::Display for TsigAlgorithmName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TsigAlgorithmName {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim_end_matches('.').to_ascii_lowercase().as_str() {
+            "hmac-sha256" => Ok(TsigAlgorithmName::HmacSha256),
+            "hmac-sha384" => Ok(TsigAlgorithmName::HmacSha384),
+            "hmac-sha512" => Ok(TsigAlgorithmName::HmacSha512),
+            _ => Err(Error::UnsupportedAlgorithm(s.to_string())),
+        }
+    }
+}
+
+/// A TSIG key: its name as the server knows it, the algorithm, the raw secret.
+#[derive(Clone)]
+pub struct TsigKey {
+    pub name: String,
+    pub algorithm: TsigAlgorithmName,
+    pub secret: Vec<u8>,
+}
+
+impl fmt::Debug for TsigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TsigKey")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+impl TsigKey {
+    /// Key whose base64 secret is read from a file or an environment variable.
+    pub fn load(
+        name: &str,
+        algorithm: TsigAlgorithmName,
+        secret: &super::SecretSource,
+    ) -> Result<Self, super::Error> {
+        Ok(Self::from_base64(name, algorithm, &secret.load()?)?)
+    }
+
+    /// `secret_base64` as in a BIND `key` statement or `tsig-keygen` output.
+    pub fn from_base64(
+        name: &str,
+        algorithm: TsigAlgorithmName,
+        secret_base64: &str,
+    ) -> Result<Self, Error> {
+        let secret = data_encoding::BASE64
+            .decode(secret_base64.trim().as_bytes())
+            .map_err(|_| Error::BadSecret)?;
+        if secret.is_empty() {
+            return Err(Error::BadSecret);
+        }
+        Ok(TsigKey {
+            name: name.trim_end_matches('.').to_string(),
+            algorithm,
+            secret,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Rfc2136Config {
+    pub server: SocketAddr,
+    /// Zones managed (lower-case, no trailing dot).
+    pub zones: Vec<String>,
+    pub tsig: Option<TsigKey>,
+    /// Per network operation (connect, one message exchange, one AXFR message).
+    pub timeout: Duration,
+    /// RRset operations per UPDATE message.
+    pub batch_size: usize,
+}
+
+impl Rfc2136Config {
+    pub fn new(server: SocketAddr, zones: Vec<String>, tsig: Option<TsigKey>) -> Self {
+        Rfc2136Config {
+            server,
+            zones: zones.iter().map(|z| super::normalize_name(z)).collect(),
+            tsig,
+            timeout: Duration::from_secs(10),
+            batch_size: 200,
+        }
+    }
+}
+
+/// Traffic counters (for tests and benchmarks).
+#[derive(Debug, Default)]
+pub struct Rfc2136Stats {
+    pub update_messages: AtomicU64,
+    pub transfers: AtomicU64,
+}
+
+pub struct Rfc2136Provider {
+    config: Rfc2136Config,
+    signer: Option<TSigner>,
+    stats: Rfc2136Stats,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unsupported TSIG algorithm {0:?} (use hmac-sha256, hmac-sha384 or hmac-sha512)")]
+    UnsupportedAlgorithm(String),
+    #[error("TSIG secret is not valid base64")]
+    BadSecret,
+    #[error("TSIG key name {0:?} is not a valid DNS name")]
+    BadKeyName(String),
+    #[error("cannot reach DNS server {server}: {source}")]
+    Connect {
+        server: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("DNS server {server}: connection failed during {operation}: {source}")]
+    Io {
+        server: SocketAddr,
+        operation: String,
+        source: std::io::Error,
+    },
+    #[error("DNS server {server} did not answer the {operation} within {timeout:?}")]
+    Timeout {
+        server: SocketAddr,
+        operation: String,
+        timeout: Duration,
+    },
+    #[error("DNS server {server} refused the {operation}: {detail}")]
+    Refused {
+        server: SocketAddr,
+        operation: String,
+        detail: String,
+        /// The server objected to the content (a prerequisite, a name), not to who we are.
+        content: bool,
+    },
+    #[error("{failed} of {total} RRset changes were rejected; first: {first}")]
+    Partial {
+        failed: usize,
+        total: usize,
+        first: Box<Error>,
+    },
+    #[error("DNS server {server}: bad response to the {operation}: {detail}")]
+    BadResponse {
+        server: SocketAddr,
+        operation: String,
+        detail: String,
+    },
+    #[error("cannot encode DNS message: {0}")]
+    Encode(String),
+    #[error("{0} is in none of the managed zones")]
+    OutsideZones(String),
+    #[error(transparent)]
+    InvalidTarget(#[from] super::InvalidTarget),
+}
+
+/// One RRset operation in an UPDATE message.
+enum Operation<'a> {
+    Delete(&'a Endpoint),
+    Replace(&'a Endpoint),
+    Create(&'a Endpoint),
+}
+
+impl Rfc2136Provider {
+    pub fn new(config: Rfc2136Config) -> Result<Self, Error> {
+        let signer = match &config.tsig {
+            Some(key) => {
+                let name = wire_name(&key.name).map_err(|_| Error::BadKeyName(key.name.clone()))?;
+                let signer = TSigner::new(
+                    key.secret.clone(),
+                    key.algorithm.to_hickory(),
+                    name,
+                    TSIG_FUDGE,
+                )
+                .map_err(|_| Error::UnsupportedAlgorithm(key.algorithm.to_string()))?;
+                Some(signer)
+            }
+            None => None,
+        };
+        Ok(Rfc2136Provider {
+            config,
+            signer,
+            stats: Rfc2136Stats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &Rfc2136Stats {
+        &self.stats
+    }
+
+    async fn connect(&self) -> Result<TcpStream, Error> {
+        let server = self.config.server;
+        match timeout(self.config.timeout, TcpStream::connect(server)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                Ok(stream)
+            }
+            Ok(Err(source)) => Err(Error::Connect { server, source }),
+            Err(_) => Err(Error::Timeout {
+                server,
+                operation: "connect".into(),
+                timeout: self.config.timeout,
+            }),
+        }
+    }
+
+    /// Sign (when a key is configured) and encode; returns the verifier for the answer.
+    fn seal(&self, message: &mut Message) -> Result<(Vec<u8>, Option<TSigVerifier>), Error> {
+        let verifier = match &self.signer {
+            Some(signer) => message
+                .finalize(signer, unix_now())
+                .map_err(|e| Error::Encode(e.to_string()))?,
+            None => None,
+        };
+        let bytes = message.to_vec().map_err(|e| Error::Encode(e.to_string()))?;
+        Ok((bytes, verifier))
+    }
+
+    async fn send(
+        &self,
+        stream: &mut TcpStream,
+        bytes: &[u8],
+        operation: &str,
+    ) -> Result<(), Error> {
+        let len = u16::try_from(bytes.len())
+            .map_err(|_| Error::Encode(format!("{operation}: message over 64 KiB")))?;
+        let mut framed = Vec::with_capacity(bytes.len() + 2);
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(bytes);
+        self.io(operation, stream.write_all(&framed)).await
+    }
+
+    async fn receive(&self, stream: &mut TcpStream, operation: &str) -> Result<Vec<u8>, Error> {
+        let mut len = [0u8; 2];
+        self.io(operation, stream.read_exact(&mut len)).await?;
+        let mut buffer = vec![0u8; u16::from_be_bytes(len) as usize];
+        self.io(operation, stream.read_exact(&mut buffer)).await?;
+        Ok(buffer)
+    }
+
+    async fn io<T>(
+        &self,
+        operation: &str,
+        future: impl Future<Output = std::io::Result<T>>,
+    ) -> Result<T, Error> {
+        let server = self.config.server;
+        match timeout(self.config.timeout, future).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(source)) => Err(Error::Io {
+                server,
+                operation: operation.to_string(),
+                source,
+            }),
+            Err(_) => Err(Error::Timeout {
+                server,
+                operation: operation.to_string(),
+                timeout: self.config.timeout,
+            }),
+        }
+    }
+
+    /// Decode an answer, turn an error rcode or a TSIG failure into a clear error, and check
+    /// the answer's own signature.
+    fn check_answer(
+        &self,
+        bytes: &[u8],
+        request_id: u16,
+        verifier: Option<&mut TSigVerifier>,
+        operation: &str,
+    ) -> Result<Message, Error> {
+        let server = self.config.server;
+        let bad = |detail: String| Error::BadResponse {
+            server,
+            operation: operation.to_string(),
+            detail,
+        };
+        let message = Message::from_vec(bytes).map_err(|e| bad(e.to_string()))?;
+        if message.metadata.id != request_id {
+            return Err(bad(format!(
+                "answer id {} does not match request id {request_id}",
+                message.metadata.id
+            )));
+        }
+        let tsig_error = message
+            .signature
+            .as_ref()
+            .and_then(|sig| sig.data.error)
+            .map(|error| format!("{error:?}").to_ascii_uppercase());
+        let rcode = message.metadata.response_code;
+        if rcode != ResponseCode::NoError || tsig_error.is_some() {
+            let content = tsig_error.is_none()
+                && matches!(
+                    rcode,
+                    ResponseCode::YXRRSet
+                        | ResponseCode::NXRRSet
+                        | ResponseCode::YXDomain
+                        | ResponseCode::NXDomain
+                        | ResponseCode::NotZone
+                        | ResponseCode::FormErr
+                );
+            let detail = match tsig_error {
+                Some(tsig) => format!("TSIG {tsig}/{}", rcode_name(rcode)),
+                None => rcode_name(rcode),
+            };
+            return Err(Error::Refused {
+                server,
+                operation: operation.to_string(),
+                detail,
+                content,
+            });
+        }
+        if let Some(verifier) = verifier {
+            if message.signature.is_none() {
+                return Err(bad("answer is not TSIG-signed".into()));
+            }
+            verifier
+                .verify(bytes)
+                .map_err(|e| bad(format!("TSIG verification failed: {e}")))?;
+        }
+        Ok(message)
+    }
+
+    /// Full zone transfer of one zone.
+    async fn transfer(&self, zone: &str) -> Result<Vec<Record>, Error> {
+        let operation = format!("zone transfer (AXFR) of {zone}");
+        let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
+        let mut query = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(zone_name, WireType::AXFR));
+        let request_id = query.metadata.id;
+        let (bytes, mut verifier) = self.seal(&mut query)?;
+        let mut stream = self.connect().await?;
+        self.stats.transfers.fetch_add(1, Ordering::Relaxed);
+        self.send(&mut stream, &bytes, &operation).await?;
+
+        let mut records = Vec::new();
+        let mut soa_seen = 0;
+        for _ in 0..MAX_AXFR_MESSAGES {
+            let answer = self.receive(&mut stream, &operation).await?;
+            let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
+            for record in message.answers {
+                if record.record_type() == WireType::SOA {
+                    soa_seen += 1;
+                    if soa_seen == 2 {
+                        return Ok(records);
+                    }
+                    continue;
+                }
+                records.push(record);
+            }
+        }
+        Err(Error::BadResponse {
+            server: self.config.server,
+            operation,
+            detail: "transfer did not end".into(),
+        })
+    }
+
+    fn update_message(&self, zone: &Name, operations: &[Operation<'_>]) -> Result<Message, Error> {
+        let mut message = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Update);
+        let mut zone_query = Query::query(zone.clone(), WireType::SOA);
+        zone_query.set_query_class(DNSClass::IN);
+        message.add_zone(zone_query);
+        let delete_rrset = |endpoint: &Endpoint| -> Result<Record, Error> {
+            let name = wire_name(&endpoint.dns_name).map_err(|e| Error::Encode(e.to_string()))?;
+            let mut record = Record::update0(name, 0, endpoint.record_type.to_wire());
+            record.dns_class = DNSClass::ANY;
+            Ok(record)
+        };
+        for operation in operations {
+            match operation {
+                Operation::Delete(endpoint) => message.add_update(delete_rrset(endpoint)?),
+                Operation::Replace(endpoint) => {
+                    message.add_update(delete_rrset(endpoint)?);
+                    message.add_updates(wire_records(endpoint, endpoint.ttl_or_default())?);
+                }
+                Operation::Create(endpoint) => {
+                    // Prerequisite "RRset does not exist" (RFC 2136 2.4.3).
+                    let mut absent = delete_rrset(endpoint)?;
+                    absent.dns_class = DNSClass::NONE;
+                    message.add_pre_requisite(absent);
+                    message.add_updates(wire_records(endpoint, endpoint.ttl_or_default())?);
+                }
+            }
+        }
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232);
+        message.set_edns(edns);
+        Ok(message)
+    }
+
+    async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
+        // Per zone, in the order the plan relies on: deletes, updates, creates.
+        let mut per_zone: BTreeMap<&str, Vec<Operation<'_>>> = BTreeMap::new();
+        let ordered = changes
+            .delete
+            .iter()
+            .map(Operation::Delete)
+            .chain(changes.update.iter().map(Operation::Replace))
+            .chain(changes.create.iter().map(Operation::Create));
+        for operation in ordered {
+            let endpoint = match &operation {
+                Operation::Delete(e) | Operation::Replace(e) | Operation::Create(e) => *e,
+            };
+            let zone = zone_of(&endpoint.dns_name, &self.config.zones)
+                .ok_or_else(|| Error::OutsideZones(endpoint.dns_name.clone()))?;
+            per_zone.entry(zone).or_default().push(operation);
+        }
+        if per_zone.is_empty() {
+            return Ok(());
+        }
+        let mut stream = self.connect().await?;
+        let batch_size = self.config.batch_size.max(1);
+        let total = changes.len();
+        let mut rejected: Vec<Error> = Vec::new();
+        for (zone, operations) in per_zone {
+            let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
+            let label = format!("update of zone {zone}");
+            // Work list of batches, in order. A batch the server rejects for its content is
+            // split in halves, so one bad change cannot hold back the others.
+            let mut pending: Vec<&[Operation<'_>]> = operations.chunks(batch_size).rev().collect();
+            while let Some(batch) = pending.pop() {
+                match self
+                    .send_update(&mut stream, &zone_name, batch, &label)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
+                        let (first, second) = batch.split_at(batch.len() / 2);
+                        pending.push(second);
+                        pending.push(first);
+                    }
+                    Err(err) if is_content_error(&err) => rejected.push(err),
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        match rejected.len() {
+            0 => Ok(()),
+            failed => Err(Error::Partial {
+                failed,
+                total,
+                first: Box::new(rejected.swap_remove(0)),
+            }),
+        }
+    }
+
+    async fn send_update(
+        &self,
+        stream: &mut TcpStream,
+        zone_name: &Name,
+        batch: &[Operation<'_>],
+        label: &str,
+    ) -> Result<(), Error> {
+        let mut message = self.update_message(zone_name, batch)?;
+        let request_id = message.metadata.id;
+        let (bytes, mut verifier) = self.seal(&mut message)?;
+        self.stats.update_messages.fetch_add(1, Ordering::Relaxed);
+        self.send(stream, &bytes, label).await?;
+        let answer = self.receive(stream, label).await?;
+        self.check_answer(&answer, request_id, verifier.as_mut(), label)?;
+        Ok(())
+    }
+}
+
+/// Errors about the changes themselves (worth isolating), as opposed to transport or
+/// authentication failures (which stop the whole apply).
+fn is_content_error(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::Refused { content: true, .. } | Error::Encode(_) | Error::InvalidTarget(_)
+    )
+}
+
+impl Provider for Rfc2136Provider {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+        Box::pin(async move {
+            let mut all = Vec::new();
+            for zone in &self.config.zones {
+                let records = self.transfer(zone).await?;
+                all.extend(group_records(&records));
+            }
+            Ok(all)
+        })
+    }
+
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+        Box::pin(async move { Ok(self.apply_changes(changes).await?) })
+    }
+
+    fn zones(&self) -> &[String] {
+        &self.config.zones
+    }
+}
+
+fn rcode_name(rcode: ResponseCode) -> String {
+    match rcode {
+        ResponseCode::NoError => "NOERROR".into(),
+        ResponseCode::FormErr => "FORMERR".into(),
+        ResponseCode::ServFail => "SERVFAIL".into(),
+        ResponseCode::NXDomain => "NXDOMAIN".into(),
+        ResponseCode::NotImp => "NOTIMP".into(),
+        ResponseCode::Refused => "REFUSED".into(),
+        ResponseCode::YXDomain => "YXDOMAIN".into(),
+        ResponseCode::YXRRSet => "YXRRSET (a record to create already exists)".into(),
+        ResponseCode::NXRRSet => "NXRRSET".into(),
+        ResponseCode::NotAuth => "NOTAUTH".into(),
+        ResponseCode::NotZone => "NOTZONE".into(),
+        other => format!("{other:?}").to_ascii_uppercase(),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dns::RecordType;
+
+    #[test]
+    fn algorithm_names_parse() {
+        assert_eq!(
+            "HMAC-SHA512.".parse::<TsigAlgorithmName>().unwrap(),
+            TsigAlgorithmName::HmacSha512
+        );
+        assert!("hmac-md5".parse::<TsigAlgorithmName>().is_err());
+    }
+
+    #[test]
+    fn secret_must_be_base64_and_is_not_printed() {
+        assert!(TsigKey::from_base64("k", TsigAlgorithmName::HmacSha256, "not base64!").is_err());
+        let key = TsigKey::from_base64("k.", TsigAlgorithmName::HmacSha256, "c2VjcmV0").unwrap();
+        assert_eq!(key.secret, b"secret");
+        assert_eq!(key.name, "k");
+        assert!(!format!("{key:?}").contains("secret\""));
+    }
+
+    #[test]
+    fn update_message_layout() {
+        let provider = Rfc2136Provider::new(Rfc2136Config::new(
+            "127.0.0.1:53".parse().unwrap(),
+            vec!["example.com".into()],
+            None,
+        ))
+        .unwrap();
+        let create = Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1", "192.0.2.2"]);
+        let delete = Endpoint::new("b.example.com", RecordType::TXT, ["x"]);
+        let zone = wire_name("example.com").unwrap();
+        let message = provider
+            .update_message(
+                &zone,
+                &[Operation::Delete(&delete), Operation::Create(&create)],
+            )
+            .unwrap();
+        assert_eq!(message.metadata.op_code, OpCode::Update);
+        assert_eq!(message.prerequisites().len(), 1);
+        assert_eq!(message.prerequisites()[0].dns_class, DNSClass::NONE);
+        // One "delete RRset" then the two added records.
+        assert_eq!(message.updates().len(), 3);
+        assert_eq!(message.updates()[0].dns_class, DNSClass::ANY);
+        assert_eq!(message.updates()[1].ttl, crate::dns::DEFAULT_TTL);
+    }
+}

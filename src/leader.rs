@@ -1,0 +1,339 @@
+//! Leader election with a coordination.k8s.io/v1 Lease, so that of several replicas only one
+//! writes DNS.
+//!
+//! The algorithm is client-go's: a candidate takes the Lease when it is free or when its
+//! record has not changed for `leaseDurationSeconds` of the candidate's own clock; the holder
+//! renews every `retry_period`. Safety does not depend on clocks agreeing: the holder counts
+//! `renew_deadline` from the moment it *sent* its last successful renewal, while a rival counts
+//! `lease_duration` from when it *saw* that renewal, which is later. With
+//! `renew_deadline < lease_duration`, the holder stops acting as leader before any rival can
+//! take over. Writes use the Lease's resourceVersion, so racing candidates get 409 Conflict.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid leader election settings: {0}")]
+    InvalidConfig(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct LeaderConfig {
+    pub namespace: String,
+    pub lease_name: String,
+    /// Unique per replica (e.g. the pod name).
+    pub identity: String,
+    /// How long a rival waits after last seeing the Lease change before taking it
+    /// (whole seconds, as the Lease stores it).
+    pub lease_duration: Duration,
+    /// The holder steps down when it has not renewed for this long; must be shorter than
+    /// `lease_duration`.
+    pub renew_deadline: Duration,
+    /// How often the holder renews and candidates retry.
+    pub retry_period: Duration,
+}
+
+impl LeaderConfig {
+    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry period.
+    pub fn new(namespace: &str, lease_name: &str, identity: &str) -> LeaderConfig {
+        LeaderConfig {
+            namespace: namespace.to_string(),
+            lease_name: lease_name.to_string(),
+            identity: identity.to_string(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        let invalid = |message: &str| Err(Error::InvalidConfig(message.to_string()));
+        if self.identity.is_empty() || self.lease_name.is_empty() || self.namespace.is_empty() {
+            return invalid("namespace, lease name and identity must not be empty");
+        }
+        if self.lease_duration.subsec_nanos() != 0 || self.lease_duration < Duration::from_secs(1) {
+            return invalid("the lease duration must be a whole number of seconds, at least 1");
+        }
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return invalid("the lease duration is too long");
+        }
+        if self.renew_deadline >= self.lease_duration {
+            return invalid("the renew deadline must be shorter than the lease duration");
+        }
+        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+            return invalid(
+                "the retry period must be positive and shorter than the renew deadline",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A running election. `is_leader` says whether this replica may act as the leader now.
+/// Dropping it stops taking part without releasing the Lease (as a crash would);
+/// `release` steps down and frees the Lease so another replica takes over at once.
+pub struct LeaderElection {
+    leader: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for LeaderElection {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl LeaderElection {
+    pub fn spawn(client: kube::Client, config: LeaderConfig) -> Result<LeaderElection, Error> {
+        config.validate()?;
+        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+        let (leader_sender, leader) = watch::channel(false);
+        let (stop, stop_receiver) = watch::channel(false);
+        let task = tokio::spawn(run(api, config, leader_sender, stop_receiver));
+        Ok(LeaderElection {
+            leader,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// True while this replica holds the Lease and renewed it within the renew deadline.
+    pub fn is_leader(&self) -> watch::Receiver<bool> {
+        self.leader.clone()
+    }
+
+    pub fn is_leader_now(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// Stops acting as leader, then frees the Lease (best effort) and ends the election.
+    pub async fn release(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// What a candidate remembers of the Lease record it last saw, and when it saw it change.
+#[derive(Clone, Debug, PartialEq)]
+struct Observed {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    duration_seconds: Option<i32>,
+    resource_version: Option<String>,
+}
+
+impl Observed {
+    fn of(lease: &Lease) -> Observed {
+        let spec = lease.spec.as_ref();
+        Observed {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty()),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+            duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
+            resource_version: lease.metadata.resource_version.clone(),
+        }
+    }
+}
+
+struct Candidate {
+    api: Api<Lease>,
+    config: LeaderConfig,
+    observed: Option<(Observed, Instant)>,
+}
+
+enum Attempt {
+    /// We hold the Lease as of the request sent at the attempt's start.
+    Held,
+    /// Someone else holds it (or won a race to it).
+    HeldByOther(Option<String>),
+}
+
+impl Candidate {
+    fn now() -> MicroTime {
+        MicroTime(Timestamp::now())
+    }
+
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let name = self.config.lease_name.clone();
+        let Some(mut lease) = self.api.get_opt(&name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.config.identity.clone()),
+                    lease_duration_seconds: Some(self.lease_seconds()),
+                    acquire_time: Some(Self::now()),
+                    renew_time: Some(Self::now()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(Attempt::Held),
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    Ok(Attempt::HeldByOther(None))
+                }
+                Err(other) => Err(other),
+            };
+        };
+        let seen = Observed::of(&lease);
+        let seen_at = match &self.observed {
+            Some((previous, at)) if *previous == seen => *at,
+            _ => Instant::now(),
+        };
+        self.observed = Some((seen.clone(), seen_at));
+        let ours = seen.holder.as_deref() == Some(self.config.identity.as_str());
+        if let Some(holder) = seen.holder.as_ref().filter(|_| !ours) {
+            let duration = Duration::from_secs(seen.duration_seconds.unwrap_or(0).max(1) as u64);
+            if seen_at.elapsed() < duration {
+                return Ok(Attempt::HeldByOther(Some(holder.clone())));
+            }
+            info!(previous = %holder, "the Lease expired; taking it over");
+        }
+        let mut spec = lease.spec.take().unwrap_or_default();
+        if !ours {
+            spec.acquire_time = Some(Self::now());
+            if seen.holder.is_some() {
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            }
+        }
+        spec.holder_identity = Some(self.config.identity.clone());
+        spec.lease_duration_seconds = Some(self.lease_seconds());
+        spec.renew_time = Some(Self::now());
+        lease.spec = Some(spec);
+        // The resourceVersion read above makes this a compare-and-swap.
+        match self
+            .api
+            .replace(&name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(None)),
+            Err(other) => Err(other),
+        }
+    }
+
+    fn lease_seconds(&self) -> i32 {
+        i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// Frees the Lease if we still hold it, so the next candidate need not wait it out.
+    async fn release(&self) {
+        let name = &self.config.lease_name;
+        let Ok(Some(mut lease)) = self.api.get_opt(name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(Self::now());
+        match self.api.replace(name, &PostParams::default(), &lease).await {
+            Ok(_) => info!("released the Lease"),
+            Err(error) => warn!(%error, "could not release the Lease; it will expire"),
+        }
+    }
+}
+
+fn set_leader(sender: &watch::Sender<bool>, leader: bool, why: &str) {
+    if *sender.borrow() != leader {
+        if leader {
+            info!(why, "became the leader");
+        } else {
+            warn!(why, "stopped being the leader");
+        }
+        sender.send_replace(leader);
+    }
+}
+
+async fn run(
+    api: Api<Lease>,
+    config: LeaderConfig,
+    leader: watch::Sender<bool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut candidate = Candidate {
+        api,
+        config: config.clone(),
+        observed: None,
+    };
+    // While leader: the instant by which a renewal must succeed, else we step down.
+    let mut step_down_at: Option<Instant> = None;
+    loop {
+        let attempt_start = Instant::now();
+        // No request may outlive the renew deadline of the current term.
+        let request_deadline = step_down_at.unwrap_or(attempt_start + config.renew_deadline);
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout_at(request_deadline, candidate.try_acquire_or_renew()) => outcome,
+            _ = stop.changed() => break,
+        };
+        match outcome {
+            Ok(Ok(Attempt::Held)) => {
+                step_down_at = Some(attempt_start + config.renew_deadline);
+                set_leader(&leader, true, "holding the Lease");
+            }
+            Ok(Ok(Attempt::HeldByOther(holder))) => {
+                step_down_at = None;
+                set_leader(&leader, false, "the Lease is held by another replica");
+                debug!(holder = holder.as_deref().unwrap_or("?"), "not the leader");
+            }
+            Ok(Err(error)) => warn!(%error, "Lease request failed"),
+            Err(_elapsed) => warn!("Lease request timed out"),
+        }
+        if step_down_at.is_some_and(|t| Instant::now() >= t) {
+            step_down_at = None;
+            set_leader(
+                &leader,
+                false,
+                "could not renew the Lease before the renew deadline",
+            );
+        }
+        // Candidates spread their retries; the holder renews on time.
+        let period = if step_down_at.is_some() {
+            config.retry_period
+        } else {
+            config.retry_period.mul_f64(1.0 + 0.2 * fastrand::f64())
+        };
+        let wake = match step_down_at {
+            Some(t) => (Instant::now() + period).min(t),
+            None => Instant::now() + period,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = stop.changed() => break,
+        }
+        if step_down_at.is_some_and(|t| Instant::now() >= t) {
+            step_down_at = None;
+            set_leader(
+                &leader,
+                false,
+                "could not renew the Lease before the renew deadline",
+            );
+        }
+    }
+    // Stop acting first, then let the others in.
+    set_leader(&leader, false, "shutting down");
+    let _ = tokio::time::timeout(config.retry_period, candidate.release()).await;
+}

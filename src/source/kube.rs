@@ -1,0 +1,595 @@
+//! The cluster source: one kube-rs `watcher` per kind feeding the index.
+//!
+//! Discovery picks the newest served version of each kind (`ObjectKind::versions`, newest
+//! first). A kind whose CRD is not installed is treated as empty, logged once and re-checked
+//! every `discovery_interval`; when it appears it is watched without a restart, and when it
+//! disappears its objects leave the index. Nothing about a missing CRD is fatal.
+//!
+//! Each watcher's initial list (and every relist after a 410 or a restart) is buffered as
+//! projections and handed to `Index::reset`, so objects deleted while disconnected are dropped.
+//! Errors back off with jitter while the index keeps serving the last good state.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff, StreamBackoff};
+use kube::runtime::watcher;
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinHandle};
+use tracing::{debug, info, warn};
+
+use crate::index::Index;
+use crate::model::{self, DecodeError, GATEWAY_GROUP, Object, ObjectKey, ObjectKind};
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("finding the cluster configuration (KUBECONFIG, ~/.kube/config or in-cluster): {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("creating the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// A client from an explicit kubeconfig file, or else as kubectl finds one (`KUBECONFIG`,
+/// `~/.kube/config`, then the in-cluster service account).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    kube::Client::try_from(config).map_err(Error::Client)
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How often discovery re-checks which kinds are served (CRDs added, removed, upgraded).
+    pub discovery_interval: Duration,
+    /// Objects per list page (initial sync and relists).
+    pub page_size: u32,
+    /// First delay after a watch error; doubles up to `backoff_max`, with jitter.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// A kind whose watch failed and has shown no progress for this long is relisted, which
+    /// proves (or disproves) that it is back in sync even when nothing changes in the cluster.
+    pub recheck_after: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            discovery_interval: Duration::from_secs(60),
+            page_size: 500,
+            backoff_min: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            recheck_after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What is known about one kind's watch, for readiness and metrics.
+#[derive(Clone, Debug)]
+pub struct KindStatus {
+    pub kind: ObjectKind,
+    /// The version watched; None while the kind is not served (CRD not installed) or before
+    /// the first discovery.
+    pub version: Option<&'static str>,
+    /// The current watcher completed a full list.
+    pub synced: bool,
+    /// When the current watcher last delivered something (start, list, event).
+    pub last_progress: Instant,
+    /// Set on a watch error, cleared by the next list or event.
+    pub failing_since: Option<Instant>,
+    pub errors: u64,
+    pub decode_errors: u64,
+    /// Full lists completed (the first sync plus every relist).
+    pub lists: u64,
+    restarted_at: Instant,
+    epoch: u64,
+}
+
+impl KindStatus {
+    fn new(kind: ObjectKind, now: Instant) -> KindStatus {
+        KindStatus {
+            kind,
+            version: None,
+            synced: false,
+            last_progress: now,
+            failing_since: None,
+            errors: 0,
+            decode_errors: 0,
+            lists: 0,
+            restarted_at: now,
+            epoch: 0,
+        }
+    }
+
+    /// How far behind the cluster this kind may be: zero while the watch is known to be in
+    /// sync (or the kind is not served), else the time since its last progress.
+    pub fn staleness(&self, now: Instant) -> Duration {
+        if self.version.is_none() || (self.synced && self.failing_since.is_none()) {
+            Duration::ZERO
+        } else {
+            now.saturating_duration_since(self.last_progress)
+        }
+    }
+}
+
+struct Shared {
+    client: kube::Client,
+    index: Index,
+    config: Config,
+    status: Mutex<BTreeMap<ObjectKind, KindStatus>>,
+    watchers: Mutex<BTreeMap<ObjectKind, AbortHandle>>,
+    discovered: Mutex<bool>,
+    ready: watch::Sender<bool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock cannot leave these maps half-updated in a harmful way.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The running source. Dropping it stops every watcher.
+pub struct KubeSource {
+    shared: Arc<Shared>,
+    supervisor: JoinHandle<()>,
+}
+
+impl Drop for KubeSource {
+    fn drop(&mut self) {
+        self.supervisor.abort();
+        for (_, watcher) in std::mem::take(&mut *lock(&self.shared.watchers)) {
+            watcher.abort();
+        }
+    }
+}
+
+impl KubeSource {
+    /// Starts discovery and the watchers on the current tokio runtime.
+    pub fn spawn(client: kube::Client, index: Index, config: Config) -> KubeSource {
+        let now = Instant::now();
+        let status = ObjectKind::ALL
+            .into_iter()
+            .map(|k| (k, KindStatus::new(k, now)))
+            .collect();
+        let shared = Arc::new(Shared {
+            client,
+            index,
+            config,
+            status: Mutex::new(status),
+            watchers: Mutex::new(BTreeMap::new()),
+            discovered: Mutex::new(false),
+            ready: watch::Sender::new(false),
+        });
+        let supervisor = tokio::spawn(supervise(shared.clone()));
+        KubeSource { shared, supervisor }
+    }
+
+    /// Becomes true once every served kind completed its first list; then stays true (the
+    /// index keeps serving its last good state through later faults).
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.shared.ready.subscribe()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.shared.ready.borrow()
+    }
+
+    pub fn status(&self) -> Vec<KindStatus> {
+        lock(&self.shared.status).values().cloned().collect()
+    }
+
+    /// Seconds-resolution staleness per kind, for a gauge.
+    pub fn staleness(&self) -> Vec<(ObjectKind, Duration)> {
+        let now = Instant::now();
+        lock(&self.shared.status)
+            .values()
+            .map(|s| (s.kind, s.staleness(now)))
+            .collect()
+    }
+}
+
+/// Which version of each kind the cluster serves (absent: not served).
+type Served = BTreeMap<ObjectKind, &'static str>;
+
+async fn discover(client: &kube::Client) -> Result<Served, kube::Error> {
+    // Namespaces are core: always served.
+    let mut served = BTreeMap::from([(ObjectKind::Namespace, "v1")]);
+    let groups = client.list_api_groups().await?;
+    let Some(group) = groups.groups.iter().find(|g| g.name == GATEWAY_GROUP) else {
+        return Ok(served);
+    };
+    let group_versions: HashSet<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+    let mut plurals_by_version: BTreeMap<&'static str, HashSet<String>> = BTreeMap::new();
+    for kind in ObjectKind::ALL
+        .into_iter()
+        .filter(|k| k.group() == GATEWAY_GROUP)
+    {
+        for version in kind.versions() {
+            if !group_versions.contains(version) || plurals_by_version.contains_key(version) {
+                continue;
+            }
+            let plurals = match client
+                .list_api_group_resources(&format!("{GATEWAY_GROUP}/{version}"))
+                .await
+            {
+                Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+                // Removed between the two requests: nothing served there.
+                Err(kube::Error::Api(status)) if status.code == 404 => HashSet::new(),
+                Err(other) => return Err(other),
+            };
+            plurals_by_version.insert(version, plurals);
+        }
+    }
+    for kind in ObjectKind::ALL
+        .into_iter()
+        .filter(|k| k.group() == GATEWAY_GROUP)
+    {
+        let newest = kind.versions().iter().find(|v| {
+            plurals_by_version
+                .get(*v)
+                .is_some_and(|p| p.contains(kind.plural()))
+        });
+        if let Some(version) = newest {
+            served.insert(kind, version);
+        }
+    }
+    Ok(served)
+}
+
+/// Exponential backoff with jitter (each delay drawn from [d/2, d]).
+struct JitterBackoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl JitterBackoff {
+    fn new(min: Duration, max: Duration) -> JitterBackoff {
+        JitterBackoff {
+            min,
+            max: max.max(min),
+            next: min,
+        }
+    }
+}
+
+impl Iterator for JitterBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.max);
+        Some(delay.mul_f64(0.5 + fastrand::f64() * 0.5))
+    }
+}
+
+impl Backoff for JitterBackoff {
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+async fn supervise(shared: Arc<Shared>) {
+    let tick = Duration::from_secs(1).min(shared.config.discovery_interval);
+    let mut discovery_backoff =
+        JitterBackoff::new(Duration::from_millis(500), shared.config.discovery_interval);
+    let mut next_discovery = Instant::now();
+    let mut announced_missing: HashSet<ObjectKind> = HashSet::new();
+    loop {
+        let now = Instant::now();
+        if now >= next_discovery {
+            match discover(&shared.client).await {
+                Ok(served) => {
+                    discovery_backoff.reset();
+                    next_discovery = Instant::now() + shared.config.discovery_interval;
+                    apply_discovery(&shared, &served, &mut announced_missing);
+                    *lock(&shared.discovered) = true;
+                    update_readiness(&shared);
+                }
+                Err(error) => {
+                    let delay = discovery_backoff
+                        .next()
+                        .unwrap_or(shared.config.discovery_interval);
+                    warn!(%error, retry_in = ?delay, "API discovery failed; keeping the current watches");
+                    next_discovery = Instant::now() + delay;
+                }
+            }
+        }
+        recheck_failing(&shared);
+        let until_discovery = next_discovery.saturating_duration_since(Instant::now());
+        tokio::time::sleep(tick.min(until_discovery).max(Duration::from_millis(10))).await;
+    }
+}
+
+fn apply_discovery(
+    shared: &Arc<Shared>,
+    served: &Served,
+    announced_missing: &mut HashSet<ObjectKind>,
+) {
+    for kind in ObjectKind::ALL {
+        let current = lock(&shared.status).get(&kind).and_then(|s| s.version);
+        match (served.get(&kind).copied(), current) {
+            (Some(version), Some(watched)) if version == watched => {}
+            (Some(version), previous) => {
+                match previous {
+                    Some(old) => {
+                        info!(%kind, from = old, to = version, "served version changed; re-watching")
+                    }
+                    None if announced_missing.remove(&kind) => {
+                        info!(%kind, version, "CRD now installed; watching")
+                    }
+                    None => debug!(%kind, version, "watching"),
+                }
+                start_watcher(shared, kind, version, false);
+            }
+            (None, Some(old)) => {
+                warn!(%kind, version = old, "no longer served (CRD removed?); its objects leave the index");
+                stop_watcher(shared, kind);
+                announced_missing.insert(kind);
+            }
+            (None, None) => {
+                if announced_missing.insert(kind) {
+                    info!(
+                        %kind,
+                        recheck_every = ?shared.config.discovery_interval,
+                        "not served (CRD not installed); treated as empty"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Starts (or restarts) the watcher of `kind` at `version`; a new epoch makes any event still
+/// in flight from a previous watcher of this kind be ignored. A `recheck` keeps the failure
+/// record: only a completed list clears it.
+fn start_watcher(shared: &Arc<Shared>, kind: ObjectKind, version: &'static str, recheck: bool) {
+    let epoch = {
+        let mut status = lock(&shared.status);
+        let now = Instant::now();
+        let entry = status
+            .entry(kind)
+            .or_insert_with(|| KindStatus::new(kind, now));
+        entry.epoch += 1;
+        entry.version = Some(version);
+        entry.synced = false;
+        entry.restarted_at = now;
+        if !recheck {
+            entry.failing_since = None;
+            entry.last_progress = now;
+        }
+        entry.epoch
+    };
+    let task = tokio::spawn(run_watcher(shared.clone(), kind, version, epoch));
+    if let Some(old) = lock(&shared.watchers).insert(kind, task.abort_handle()) {
+        old.abort();
+    }
+}
+
+fn stop_watcher(shared: &Arc<Shared>, kind: ObjectKind) {
+    if let Some(old) = lock(&shared.watchers).remove(&kind) {
+        old.abort();
+    }
+    let mut status = lock(&shared.status);
+    if let Some(entry) = status.get_mut(&kind) {
+        entry.epoch += 1;
+        entry.version = None;
+        entry.synced = false;
+        entry.failing_since = None;
+    }
+    // Under the status lock, so no event of the stopped watcher can land after this.
+    shared.index.reset(kind, Vec::new());
+}
+
+/// Relists a kind whose watch failed and has shown no progress for `recheck_after`: the
+/// watcher recovers by itself, but only a list proves it is in sync when nothing changes.
+fn recheck_failing(shared: &Arc<Shared>) {
+    let now = Instant::now();
+    let due: Vec<(ObjectKind, &'static str)> = lock(&shared.status)
+        .values()
+        .filter_map(|s| {
+            let failing_since = s.failing_since?;
+            let quiet_since = failing_since.max(s.last_progress).max(s.restarted_at);
+            (now.saturating_duration_since(quiet_since) >= shared.config.recheck_after)
+                .then_some((s.kind, s.version?))
+        })
+        .collect();
+    for (kind, version) in due {
+        info!(%kind, "watch failed and made no progress since; relisting");
+        start_watcher(shared, kind, version, true);
+    }
+}
+
+fn update_readiness(shared: &Shared) {
+    if *shared.ready.borrow() || !*lock(&shared.discovered) {
+        return;
+    }
+    let all_synced = lock(&shared.status)
+        .values()
+        .all(|s| s.version.is_none() || s.synced);
+    if all_synced {
+        info!("first sync complete for every served kind");
+        shared.ready.send_replace(true);
+    }
+}
+
+fn api_resource(kind: ObjectKind, version: &str) -> ApiResource {
+    let group = kind.group();
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.kind().to_string(),
+        plural: kind.plural().to_string(),
+    }
+}
+
+/// The projection of a watched object, with managedFields and the last-applied annotation
+/// dropped before decoding.
+fn decode(kind: ObjectKind, object: DynamicObject) -> Result<Object, DecodeError> {
+    let DynamicObject {
+        mut metadata, data, ..
+    } = object;
+    metadata.managed_fields = None;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+    let mut fields = match data {
+        Value::Object(fields) => fields,
+        _ => Map::new(),
+    };
+    let metadata = serde_json::to_value(&metadata).map_err(|e| DecodeError::Field {
+        path: "metadata".into(),
+        message: e.to_string(),
+    })?;
+    fields.insert("metadata".into(), metadata);
+    model::decode_kind(kind, &Value::Object(fields))
+}
+
+fn key_of(kind: ObjectKind, object: &DynamicObject) -> ObjectKey {
+    let namespace = if kind.is_namespaced() {
+        object.metadata.namespace.as_deref().unwrap_or("default")
+    } else {
+        ""
+    };
+    ObjectKey::new(
+        kind,
+        namespace,
+        object.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// Runs `change` against the index only if this watcher is still the current one for `kind`,
+/// and records progress.
+fn with_current<R>(
+    shared: &Shared,
+    kind: ObjectKind,
+    epoch: u64,
+    change: impl FnOnce(&Index, &mut KindStatus) -> R,
+) -> Option<R> {
+    let mut status = lock(&shared.status);
+    let entry = status.get_mut(&kind).filter(|s| s.epoch == epoch)?;
+    let result = change(&shared.index, entry);
+    entry.last_progress = Instant::now();
+    entry.failing_since = None;
+    Some(result)
+}
+
+async fn run_watcher(shared: Arc<Shared>, kind: ObjectKind, version: &'static str, epoch: u64) {
+    let api: Api<DynamicObject> =
+        Api::all_with(shared.client.clone(), &api_resource(kind, version));
+    let config = watcher::Config::default().page_size(shared.config.page_size);
+    let backoff = ResetTimerBackoff::new(
+        JitterBackoff::new(shared.config.backoff_min, shared.config.backoff_max),
+        shared.config.backoff_max * 2,
+    );
+    let mut events = StreamBackoff::new(watcher(api, config), backoff).boxed();
+    // Projections of the list in progress; handed to `Index::reset` when it completes.
+    let mut listing: Option<Vec<Object>> = None;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(Vec::new()),
+            Ok(watcher::Event::InitApply(object)) => {
+                let key = key_of(kind, &object);
+                match decode(kind, object) {
+                    Ok(projection) => listing.get_or_insert_with(Vec::new).push(projection),
+                    Err(error) => record_decode_error(&shared, kind, epoch, &key, &error),
+                }
+                // Listing progresses, but the kind is not in sync again before the list ends.
+                match lock(&shared.status)
+                    .get_mut(&kind)
+                    .filter(|s| s.epoch == epoch)
+                {
+                    Some(entry) => entry.last_progress = Instant::now(),
+                    None => return,
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                let objects = listing.take().unwrap_or_default();
+                let count = objects.len();
+                let first = with_current(&shared, kind, epoch, |index, status| {
+                    index.reset(kind, objects);
+                    status.lists += 1;
+                    let first = !status.synced;
+                    status.synced = true;
+                    first
+                });
+                match first {
+                    Some(true) => info!(%kind, version, objects = count, "synced"),
+                    Some(false) => info!(%kind, version, objects = count, "relisted"),
+                    None => return,
+                }
+                update_readiness(&shared);
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                let key = key_of(kind, &object);
+                match decode(kind, object) {
+                    Ok(projection) => {
+                        if with_current(&shared, kind, epoch, |index, _| index.apply(projection))
+                            .is_none()
+                        {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        // The object as it is now cannot be read: drop the older projection too,
+                        // as a relist would, rather than keep a version that no longer exists.
+                        record_decode_error(&shared, kind, epoch, &key, &error);
+                        with_current(&shared, kind, epoch, |index, _| index.delete(&key));
+                    }
+                }
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                let key = key_of(kind, &object);
+                if with_current(&shared, kind, epoch, |index, _| index.delete(&key)).is_none() {
+                    return;
+                }
+            }
+            Err(error) => {
+                let mut status = lock(&shared.status);
+                let Some(entry) = status.get_mut(&kind).filter(|s| s.epoch == epoch) else {
+                    return;
+                };
+                entry.errors += 1;
+                entry.failing_since.get_or_insert_with(Instant::now);
+                drop(status);
+                warn!(%kind, version, %error, "watch error; retrying with backoff, serving the last good state");
+            }
+        }
+    }
+}
+
+fn record_decode_error(
+    shared: &Shared,
+    kind: ObjectKind,
+    epoch: u64,
+    key: &ObjectKey,
+    error: &DecodeError,
+) {
+    warn!(object = %key, %error, "cannot read object; skipped");
+    if let Some(entry) = lock(&shared.status)
+        .get_mut(&kind)
+        .filter(|s| s.epoch == epoch)
+    {
+        entry.decode_errors += 1;
+    }
+}

@@ -1,0 +1,77 @@
+//! The engine as the sync loop's source of desired records.
+
+use crate::dns::{Endpoint, RecordType};
+use crate::engine::plan::{Plan, RecordType as EngineRecordType, full_plan};
+use crate::index::Index;
+
+/// Desired records: the engine's full plan over the index's current snapshot, conflicts settled
+/// per `--conflict-resolution`.
+pub struct EngineDesired {
+    index: Index,
+}
+
+impl EngineDesired {
+    pub fn new(index: Index) -> EngineDesired {
+        EngineDesired { index }
+    }
+}
+
+impl super::DesiredSource for EngineDesired {
+    fn desired(&self) -> Vec<Endpoint> {
+        endpoints(&full_plan(&self.index.snapshot()))
+    }
+}
+
+/// The plan's records as provider endpoints, each owned by its first route (sorted), in
+/// external-dns's `kind/namespace/name` resource form.
+pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
+    plan.records
+        .iter()
+        .map(|record| {
+            let record_type = match record.record_type {
+                EngineRecordType::A => RecordType::A,
+                EngineRecordType::AAAA => RecordType::AAAA,
+                EngineRecordType::CNAME => RecordType::CNAME,
+            };
+            let targets: Vec<&str> = match record.record_type {
+                // A CNAME has exactly one target: the first (sorted) keeps it deterministic.
+                EngineRecordType::CNAME => {
+                    record.targets.iter().take(1).map(String::as_str).collect()
+                }
+                _ => record.targets.iter().map(String::as_str).collect(),
+            };
+            let mut endpoint = Endpoint::new(&record.dns_name, record_type, targets);
+            endpoint.ttl = record.ttl;
+            endpoint.resource = record.routes.first().map(|r| r.to_ascii_lowercase());
+            endpoint
+        })
+        .collect()
+}
+
+/// The smallest set of parent domains (name minus its first label) covering every record:
+/// the zones the embedded server serves when none are given.
+pub fn inferred_zones(plan: &Plan) -> Vec<String> {
+    let mut parents: Vec<String> = plan
+        .records
+        .iter()
+        .filter_map(|r| {
+            r.dns_name
+                .trim_start_matches("*.")
+                .split_once('.')
+                .map(|(_, p)| p.to_owned())
+        })
+        .filter(|p| p.contains('.'))
+        .collect();
+    parents.sort_by_key(|p| p.len());
+    let mut zones: Vec<String> = Vec::new();
+    for parent in parents {
+        if !zones
+            .iter()
+            .any(|z| parent == *z || parent.ends_with(&format!(".{z}")))
+        {
+            zones.push(parent);
+        }
+    }
+    zones.sort();
+    zones
+}

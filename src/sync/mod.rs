@@ -1,0 +1,373 @@
+//! The sync loop: desired records (from the caller, e.g. the engine) vs what the provider holds →
+//! a plan → the provider. Event-driven (debounced) plus a periodic resync that repairs drift.
+//!
+//! Safety rules: when the listing fails (providers fail rather than return a partial listing)
+//! nothing is written at all, so nothing is deleted; `dry_run` and a closed write gate compute
+//! and log the plan but never write.
+
+pub mod desired;
+pub mod plan;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::{Instant, sleep, sleep_until};
+use tracing::{debug, info, warn};
+
+use crate::dns::registry::TxtRegistry;
+use crate::dns::{self, Endpoint, Provider};
+pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
+
+/// Where the desired records come from (the engine, a file, a test closure).
+pub trait DesiredSource: Send + Sync {
+    fn desired(&self) -> Vec<Endpoint>;
+}
+
+impl<F> DesiredSource for F
+where
+    F: Fn() -> Vec<Endpoint> + Send + Sync,
+{
+    fn desired(&self) -> Vec<Endpoint> {
+        self()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// The registry owner id (`--txt-owner-id`).
+    pub owner_id: String,
+    /// external-dns's `--txt-wildcard-replacement` (needed by providers that reject `*` inside
+    /// a label, PowerDNS among them).
+    pub txt_wildcard_replacement: Option<String>,
+    pub policy: Policy,
+    /// The managed zones (lower-case, no trailing dot).
+    pub zones: Vec<String>,
+    /// Periodic resync (`--interval`).
+    pub interval: Duration,
+    /// Quiet time after a change notification before a pass starts.
+    pub debounce: Duration,
+    pub dry_run: bool,
+    /// First retry delay after a provider error; doubles up to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl SyncConfig {
+    pub fn new(owner_id: impl Into<String>, zones: Vec<String>) -> Self {
+        SyncConfig {
+            owner_id: owner_id.into(),
+            txt_wildcard_replacement: None,
+            policy: Policy::Sync,
+            zones: zones.iter().map(|z| dns::normalize_name(z)).collect(),
+            interval: Duration::from_secs(60),
+            debounce: Duration::from_millis(200),
+            dry_run: false,
+            backoff_min: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters the caller can export (Prometheus or logs).
+#[derive(Debug, Default)]
+pub struct SyncMetrics {
+    /// Passes attempted.
+    pub passes: AtomicU64,
+    /// RRset changes written (records and ownership records).
+    pub changes_applied: AtomicU64,
+    /// Passes that failed (listing or applying).
+    pub errors: AtomicU64,
+    /// Desired records blocked at the last successful pass.
+    pub blocked: AtomicU64,
+    /// Unix time in milliseconds of the last successful pass (0: never).
+    pub last_success_unix_ms: AtomicU64,
+    /// Whether the last pass left nothing to change and nothing blocked.
+    pub converged: AtomicBool,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone)]
+pub struct PassReport {
+    pub plan: Plan,
+    /// Changes written (0 in dry-run or when the write gate is closed).
+    pub applied: usize,
+    /// Why nothing was written although the plan had changes, if so.
+    pub withheld: Option<&'static str>,
+}
+
+/// Outcome of [`Syncer::run_once`].
+#[derive(Debug, Clone)]
+pub struct OnceReport {
+    pub pass: PassReport,
+    /// The plan computed from a fresh listing after the pass.
+    pub remaining: Plan,
+    /// Nothing left to change and no desired record blocked.
+    pub converged: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("listing the records failed, nothing written: {0}")]
+    Listing(#[source] dns::Error),
+    #[error("applying {planned} changes failed: {source}")]
+    Apply {
+        planned: usize,
+        #[source]
+        source: dns::Error,
+    },
+}
+
+pub struct Syncer {
+    provider: Arc<dyn Provider>,
+    source: Arc<dyn DesiredSource>,
+    config: SyncConfig,
+    metrics: Arc<SyncMetrics>,
+    write_gate: Option<watch::Receiver<bool>>,
+    /// Blocked records already reported, so each is logged once, not every pass.
+    reported_blocked: std::sync::Mutex<Vec<Blocked>>,
+}
+
+impl Syncer {
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        source: Arc<dyn DesiredSource>,
+        config: SyncConfig,
+    ) -> Self {
+        Syncer {
+            provider,
+            source,
+            config,
+            metrics: Arc::new(SyncMetrics::default()),
+            write_gate: None,
+            reported_blocked: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Only write while the gate holds `true` (e.g. "this replica holds the Lease").
+    pub fn with_write_gate(mut self, gate: watch::Receiver<bool>) -> Self {
+        self.write_gate = Some(gate);
+        self
+    }
+
+    pub fn metrics(&self) -> Arc<SyncMetrics> {
+        self.metrics.clone()
+    }
+
+    pub fn config(&self) -> &SyncConfig {
+        &self.config
+    }
+
+    fn may_write(&self) -> bool {
+        self.write_gate.as_ref().is_none_or(|gate| *gate.borrow())
+    }
+
+    async fn compute(&self) -> Result<Plan, Error> {
+        let current = self.provider.records().await.map_err(Error::Listing)?;
+        let desired = self.source.desired();
+        let registry = TxtRegistry::new(self.config.owner_id.clone())
+            .with_wildcard_replacement(self.config.txt_wildcard_replacement.clone());
+        Ok(plan_with(
+            &desired,
+            &current,
+            &registry,
+            self.config.policy,
+            &self.config.zones,
+        ))
+    }
+
+    /// One pass: list, plan, apply (unless dry-run or the write gate is closed).
+    pub async fn sync_pass(&self) -> Result<PassReport, Error> {
+        self.metrics.passes.fetch_add(1, Ordering::Relaxed);
+        let result = self.pass_inner().await;
+        match &result {
+            Ok(report) => {
+                let now_ms = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or_default();
+                self.metrics
+                    .last_success_unix_ms
+                    .store(now_ms, Ordering::Relaxed);
+                self.metrics
+                    .blocked
+                    .store(report.plan.blocked.len() as u64, Ordering::Relaxed);
+                let converged = report.withheld.is_none() && report.plan.blocked.is_empty();
+                self.metrics.converged.store(converged, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                self.metrics.converged.store(false, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    async fn pass_inner(&self) -> Result<PassReport, Error> {
+        let plan = self.compute().await?;
+        self.report_blocked(&plan.blocked);
+        if plan.is_empty() {
+            debug!("DNS in sync, nothing to change");
+            return Ok(PassReport {
+                plan,
+                applied: 0,
+                withheld: None,
+            });
+        }
+        log_plan(&plan);
+        let withheld = if self.config.dry_run {
+            Some("dry run")
+        } else if !self.may_write() {
+            Some("not the leader")
+        } else {
+            None
+        };
+        if let Some(why) = withheld {
+            info!(
+                changes = plan.changes.len(),
+                "{why}: DNS changes not written"
+            );
+            return Ok(PassReport {
+                plan,
+                applied: 0,
+                withheld,
+            });
+        }
+        let planned = plan.changes.len();
+        self.provider
+            .apply(&plan.changes)
+            .await
+            .map_err(|source| Error::Apply { planned, source })?;
+        self.metrics
+            .changes_applied
+            .fetch_add(planned as u64, Ordering::Relaxed);
+        info!(changes = planned, "DNS changes applied");
+        Ok(PassReport {
+            plan,
+            applied: planned,
+            withheld: None,
+        })
+    }
+
+    fn report_blocked(&self, blocked: &[Blocked]) {
+        let Ok(mut reported) = self.reported_blocked.lock() else {
+            return;
+        };
+        for item in blocked.iter().filter(|b| !reported.contains(b)) {
+            warn!(record = %item, "DNS record not published");
+        }
+        *reported = blocked.to_vec();
+    }
+
+    /// The `--once` mode: one pass, then a fresh listing to tell whether it converged.
+    pub async fn run_once(&self) -> Result<OnceReport, Error> {
+        let pass = self.sync_pass().await?;
+        let remaining = self.compute().await?;
+        let converged = remaining.is_empty() && remaining.blocked.is_empty();
+        self.metrics.converged.store(converged, Ordering::Relaxed);
+        Ok(OnceReport {
+            pass,
+            remaining,
+            converged,
+        })
+    }
+
+    /// Run until `shutdown` completes: a pass after each (debounced) notification on `changes`
+    /// and every `interval`; provider errors are retried with exponential backoff and jitter.
+    ///
+    /// Signal changes with `changes.notify_one()` so a notification sent while a pass runs is
+    /// kept for the next one.
+    pub async fn run(&self, changes: Arc<Notify>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        // First pass right away.
+        let mut next_pass = Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = sleep_until(next_pass) => {}
+                _ = changes.notified(), if backoff.failures == 0 => {
+                    // Let a burst of changes settle into one pass.
+                    tokio::select! {
+                        _ = &mut shutdown => return,
+                        _ = sleep(self.config.debounce) => {}
+                    }
+                }
+            }
+            match self.sync_pass().await {
+                Ok(_) => {
+                    backoff.reset();
+                    next_pass = Instant::now() + self.config.interval;
+                }
+                Err(err) => {
+                    let delay = backoff.next_delay();
+                    warn!(error = %err, retry_in = ?delay, "DNS sync failed");
+                    next_pass = Instant::now() + delay;
+                }
+            }
+        }
+    }
+}
+
+fn log_plan(plan: &Plan) {
+    for endpoint in &plan.changes.delete {
+        info!(record = %endpoint, "DNS delete");
+    }
+    for endpoint in &plan.changes.update {
+        info!(record = %endpoint, "DNS update");
+    }
+    for endpoint in &plan.changes.create {
+        info!(record = %endpoint, "DNS create");
+    }
+}
+
+/// Exponential backoff with "equal jitter": half the delay fixed, half random, so replicas
+/// that failed together do not retry together.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    min: Duration,
+    max: Duration,
+    failures: u32,
+}
+
+impl Backoff {
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Backoff {
+            min,
+            max: max.max(min),
+            failures: 0,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        let factor = 2u32.saturating_pow(self.failures.min(20));
+        self.failures = self.failures.saturating_add(1);
+        let ceiling = self.min.saturating_mul(factor).min(self.max);
+        let half = ceiling / 2;
+        half + half.mul_f64(fastrand::f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let delays: Vec<Duration> = (0..8).map(|_| backoff.next_delay()).collect();
+        assert!(delays[0] >= Duration::from_millis(50) && delays[0] <= Duration::from_millis(100));
+        assert!(delays[3] >= Duration::from_millis(400) && delays[3] <= Duration::from_millis(800));
+        for delay in &delays[4..] {
+            assert!(*delay >= Duration::from_millis(500) && *delay <= Duration::from_secs(1));
+        }
+        backoff.reset();
+        assert!(backoff.next_delay() <= Duration::from_millis(100));
+    }
+}

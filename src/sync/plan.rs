@@ -1,0 +1,891 @@
+//! The plan: desired records vs the records a provider holds → the changes to make. Pure.
+//!
+//! Rules: only records inside the managed zones; only records we own (ownership TXT with our
+//! owner id) are updated or deleted; a record that exists without our ownership blocks our
+//! create and is reported; records that external-dns wrote with our owner id are adopted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use crate::dns::registry::{OwnershipIndex, TxtRegistry};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, normalize_name, zone_of};
+
+/// What the sync may do to records it owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Create, update and delete.
+    #[default]
+    Sync,
+    /// Create and update, never delete.
+    UpsertOnly,
+    /// Create only.
+    CreateOnly,
+}
+
+impl Policy {
+    pub fn allows_update(self) -> bool {
+        self != Policy::CreateOnly
+    }
+
+    pub fn allows_delete(self) -> bool {
+        self == Policy::Sync
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Sync => "sync",
+            Policy::UpsertOnly => "upsert-only",
+            Policy::CreateOnly => "create-only",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown policy {0:?} (expected sync, upsert-only or create-only)")]
+pub struct UnknownPolicy(String);
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sync" => Ok(Policy::Sync),
+            "upsert-only" => Ok(Policy::UpsertOnly),
+            "create-only" => Ok(Policy::CreateOnly),
+            other => Err(UnknownPolicy(other.to_string())),
+        }
+    }
+}
+
+/// Why a desired record was not written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockReason {
+    /// The name is in none of the managed zones.
+    OutsideZones,
+    /// The ownership TXT name falls outside the record's zone (a record at the zone apex).
+    OwnershipOutsideZone { txt_name: String },
+    /// The ownership TXT name breaks DNS limits (labels ≤ 63, names ≤ 253 bytes): the type
+    /// prefix makes the first label longer than the record's own.
+    OwnershipNameTooLong { txt_name: String },
+    /// A record of that name and type exists and nobody claims it.
+    ForeignRecord,
+    /// Another owner id claims the record.
+    OwnedByOther { owner: String },
+    /// A CNAME cannot share its name with other data.
+    CnameConflict { existing: RecordType },
+    /// An ordinary TXT record already sits at the ownership TXT name.
+    RegistryNameTaken { txt_name: String },
+    /// The desired set holds this name and type twice.
+    DuplicateDesired,
+}
+
+impl fmt::Display for BlockReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockReason::OutsideZones => write!(f, "the name is outside the managed zones"),
+            BlockReason::OwnershipOutsideZone { txt_name } => write!(
+                f,
+                "its ownership record {txt_name} would fall outside the zone"
+            ),
+            BlockReason::OwnershipNameTooLong { txt_name } => write!(
+                f,
+                "its ownership record name {txt_name} exceeds DNS length limits; shorten the first label"
+            ),
+            BlockReason::ForeignRecord => {
+                write!(f, "a record exists that gateway-dns does not own")
+            }
+            BlockReason::OwnedByOther { owner } => {
+                write!(f, "the record is owned by owner id {owner:?}")
+            }
+            BlockReason::CnameConflict { existing } => write!(
+                f,
+                "a {existing} record at that name is not ours; a CNAME cannot share a name"
+            ),
+            BlockReason::RegistryNameTaken { txt_name } => write!(
+                f,
+                "an unrelated TXT record occupies the ownership name {txt_name}"
+            ),
+            BlockReason::DuplicateDesired => write!(f, "the desired set lists it twice"),
+        }
+    }
+}
+
+/// A desired record that the plan will not write, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub dns_name: String,
+    pub record_type: RecordType,
+    pub resource: Option<String>,
+    pub reason: BlockReason,
+}
+
+impl fmt::Display for Blocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.dns_name, self.record_type, self.reason)?;
+        if let Some(resource) = &self.resource {
+            write!(f, " (wanted by {resource})")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub changes: Changes,
+    pub blocked: Vec<Blocked>,
+    /// Changes the policy held back (updates under create-only, deletes unless sync).
+    pub held_by_policy: usize,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct TxtEdit {
+    add: BTreeSet<String>,
+    remove: BTreeSet<String>,
+}
+
+/// Compute the changes that bring `current` (a full listing of the zones, ownership TXT
+/// records included) to `desired`, touching only what `owner_id` owns.
+pub fn plan(
+    desired: &[Endpoint],
+    current: &[Endpoint],
+    owner_id: &str,
+    policy: Policy,
+    zones: &[String],
+) -> Plan {
+    plan_with(desired, current, &TxtRegistry::new(owner_id), policy, zones)
+}
+
+/// [`plan`] with the registry's full settings (wildcard replacement).
+pub fn plan_with(
+    desired: &[Endpoint],
+    current: &[Endpoint],
+    registry: &TxtRegistry,
+    policy: Policy,
+    zones: &[String],
+) -> Plan {
+    let owner_id = registry.owner_id.as_str();
+    let zones: Vec<String> = zones.iter().map(|z| normalize_name(z)).collect();
+    let index = OwnershipIndex::from_records(current, registry);
+    let mut result = Plan::default();
+
+    let mut current_by_key: BTreeMap<(String, RecordType), &Endpoint> = BTreeMap::new();
+    let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
+    for record in current {
+        if zone_of(&record.dns_name, &zones).is_none() {
+            continue;
+        }
+        current_by_key.insert((record.dns_name.clone(), record.record_type), record);
+        if !index.is_registry_record(record) {
+            data_types_at
+                .entry(&record.dns_name)
+                .or_default()
+                .insert(record.record_type);
+        }
+    }
+    let data_record = |name: &str, record_type: RecordType| {
+        current_by_key
+            .get(&(name.to_string(), record_type))
+            .copied()
+            .filter(|record| !index.is_registry_record(record))
+    };
+    let owned_by_us = |name: &str, record_type: RecordType| {
+        index
+            .owner_of(name, record_type)
+            .is_some_and(|owner| owner.owner == owner_id)
+    };
+
+    let mut wanted: BTreeMap<(String, RecordType), Endpoint> = BTreeMap::new();
+    for endpoint in desired {
+        let endpoint = normalized(endpoint);
+        let key = (endpoint.dns_name.clone(), endpoint.record_type);
+        let reason = if zone_of(&endpoint.dns_name, &zones).is_none() {
+            Some(BlockReason::OutsideZones)
+        } else if wanted.contains_key(&key) {
+            Some(BlockReason::DuplicateDesired)
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => result.blocked.push(blocked(&endpoint, reason)),
+            None => {
+                wanted.insert(key, endpoint);
+            }
+        }
+    }
+
+    // Our records that are no longer wanted (only deleted under the sync policy).
+    let unwanted: BTreeSet<(String, RecordType)> = data_types_at
+        .iter()
+        .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), *t)))
+        .filter(|(name, t)| owned_by_us(name, *t) && !wanted.contains_key(&(name.clone(), *t)))
+        .collect();
+    let deleting = |name: &str, record_type: RecordType| {
+        policy.allows_delete() && unwanted.contains(&(name.to_string(), record_type))
+    };
+
+    let mut txt_edits: BTreeMap<String, TxtEdit> = BTreeMap::new();
+    let mut claim = |txt_name: String, resource: Option<&str>| {
+        let value = registry.value(resource);
+        let edit = txt_edits.entry(txt_name.clone()).or_default();
+        for (raw, labels) in index.registry_values(&txt_name) {
+            if labels.owner == owner_id && *raw != value {
+                edit.remove.insert(raw.clone());
+            }
+        }
+        edit.add.insert(value);
+    };
+    let mut creates = Vec::new();
+    let mut updates = Vec::new();
+
+    for ((name, record_type), endpoint) in &wanted {
+        let (name, record_type) = (name.as_str(), *record_type);
+        let txt_name = registry.txt_name(name, record_type);
+        if zone_of(&txt_name, &zones) != zone_of(name, &zones) {
+            result.blocked.push(blocked(
+                endpoint,
+                BlockReason::OwnershipOutsideZone { txt_name },
+            ));
+            continue;
+        }
+        if !fits_dns_limits(&txt_name) {
+            result.blocked.push(blocked(
+                endpoint,
+                BlockReason::OwnershipNameTooLong { txt_name },
+            ));
+            continue;
+        }
+        let owner = index.owner_of(name, record_type);
+        if let Some(existing) = data_record(name, record_type) {
+            match owner {
+                Some(owner) if owner.owner == owner_id => {
+                    if differs(existing, endpoint) {
+                        if policy.allows_update() {
+                            updates.push(endpoint.clone());
+                        } else {
+                            result.held_by_policy += 1;
+                        }
+                    }
+                    claim(txt_name, endpoint.resource.as_deref());
+                }
+                Some(owner) => result.blocked.push(blocked(
+                    endpoint,
+                    BlockReason::OwnedByOther {
+                        owner: owner.owner.clone(),
+                    },
+                )),
+                None => result
+                    .blocked
+                    .push(blocked(endpoint, BlockReason::ForeignRecord)),
+            }
+            continue;
+        }
+        if let Some(owner) = owner.filter(|owner| owner.owner != owner_id) {
+            let reason = BlockReason::OwnedByOther {
+                owner: owner.owner.clone(),
+            };
+            result.blocked.push(blocked(endpoint, reason));
+            continue;
+        }
+        let cname_clash = data_types_at.get(name).and_then(|types| {
+            types.iter().copied().find(|other| {
+                *other != record_type
+                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
+                    && !deleting(name, *other)
+            })
+        });
+        if let Some(existing) = cname_clash {
+            result
+                .blocked
+                .push(blocked(endpoint, BlockReason::CnameConflict { existing }));
+            continue;
+        }
+        if data_record(&txt_name, RecordType::TXT).is_some() {
+            result.blocked.push(blocked(
+                endpoint,
+                BlockReason::RegistryNameTaken { txt_name },
+            ));
+            continue;
+        }
+        creates.push(endpoint.clone());
+        claim(txt_name, endpoint.resource.as_deref());
+    }
+
+    // Deletes, and the release of the ownership records that go with them.
+    let mut deletes = Vec::new();
+    let mut release = |txt_name: &str| {
+        let edit = txt_edits.entry(txt_name.to_string()).or_default();
+        for (raw, labels) in index.registry_values(txt_name) {
+            if labels.owner == owner_id {
+                edit.remove.insert(raw.clone());
+            }
+        }
+    };
+    let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| name.as_str()).collect();
+    for (name, record_type) in &unwanted {
+        if !policy.allows_delete() {
+            result.held_by_policy += 1;
+            continue;
+        }
+        if let Some(record) = data_record(name, *record_type) {
+            deletes.push(record.clone());
+        }
+        release(&registry.txt_name(name, *record_type));
+    }
+    if policy.allows_delete() {
+        // Legacy ownership records of ours at names we no longer publish anything at.
+        for name in index.owned_legacy_names(owner_id) {
+            if !wanted_names.contains(name) && zone_of(name, &zones).is_some() {
+                let still_published = RecordType::ALL.into_iter().any(|t| {
+                    owned_by_us(name, t) && data_record(name, t).is_some() && !deleting(name, t)
+                });
+                if !still_published {
+                    release(name);
+                }
+            }
+        }
+        // Ownership records of ours whose record is gone and not wanted.
+        for ((registry_name, record_type), owner) in index.owned_new_format(owner_id) {
+            let in_use = registry.record_names(registry_name).iter().any(|name| {
+                wanted.contains_key(&(name.clone(), *record_type))
+                    || data_record(name, *record_type).is_some()
+            });
+            if !in_use && zone_of(&owner.txt_name, &zones).is_some() {
+                release(&owner.txt_name);
+            }
+        }
+    }
+
+    // Turn the ownership edits into RRset changes.
+    let mut txt_creates = Vec::new();
+    let mut txt_updates = Vec::new();
+    let mut txt_deletes = Vec::new();
+    for (txt_name, edit) in txt_edits {
+        let existing = current_by_key.get(&(txt_name.clone(), RecordType::TXT));
+        let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
+        let after: BTreeSet<String> = before
+            .difference(&edit.remove)
+            .cloned()
+            .chain(edit.add)
+            .collect();
+        if after == before {
+            continue;
+        }
+        match existing {
+            None => txt_creates.push(Endpoint {
+                dns_name: txt_name,
+                record_type: RecordType::TXT,
+                targets: after,
+                ttl: Some(DEFAULT_TTL),
+                resource: None,
+            }),
+            Some(existing) if after.is_empty() => {
+                if policy.allows_delete() {
+                    txt_deletes.push((*existing).clone());
+                } else {
+                    result.held_by_policy += 1;
+                }
+            }
+            Some(existing) => {
+                if policy.allows_update() {
+                    txt_updates.push(Endpoint {
+                        targets: after,
+                        ..(*existing).clone()
+                    });
+                } else {
+                    result.held_by_policy += 1;
+                }
+            }
+        }
+    }
+
+    // Ownership is written before the records it covers and removed after them, so a pass cut
+    // short never leaves a record of ours without its ownership TXT.
+    txt_creates.extend(creates);
+    updates.extend(txt_updates);
+    deletes.extend(txt_deletes);
+    result.changes = Changes {
+        create: txt_creates,
+        update: updates,
+        delete: deletes,
+    };
+    result
+}
+
+/// Labels of 1–63 bytes, at most 253 bytes in all (presentation form, no trailing dot).
+fn fits_dns_limits(name: &str) -> bool {
+    name.len() <= 253
+        && name
+            .split('.')
+            .all(|label| !label.is_empty() && label.len() <= 63)
+}
+
+fn blocked(endpoint: &Endpoint, reason: BlockReason) -> Blocked {
+    Blocked {
+        dns_name: endpoint.dns_name.clone(),
+        record_type: endpoint.record_type,
+        resource: endpoint.resource.clone(),
+        reason,
+    }
+}
+
+/// Canonical form so that equal records compare equal: lower-case names, canonical addresses,
+/// the default TTL made explicit.
+fn normalized(endpoint: &Endpoint) -> Endpoint {
+    let targets = endpoint
+        .targets
+        .iter()
+        .map(|target| match endpoint.record_type {
+            RecordType::A | RecordType::AAAA => target
+                .parse::<IpAddr>()
+                .map(|ip| ip.to_string())
+                .unwrap_or_else(|_| target.clone()),
+            RecordType::CNAME => normalize_name(target),
+            RecordType::TXT => target.clone(),
+        })
+        .collect();
+    Endpoint {
+        dns_name: normalize_name(&endpoint.dns_name),
+        record_type: endpoint.record_type,
+        targets,
+        ttl: Some(endpoint.ttl_or_default()),
+        resource: endpoint.resource.clone(),
+    }
+}
+
+fn differs(existing: &Endpoint, wanted: &Endpoint) -> bool {
+    existing.targets != wanted.targets
+        || existing.ttl.unwrap_or(DEFAULT_TTL) != wanted.ttl_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dns::registry::{self, ownership_value};
+
+    const OWNER: &str = "gw";
+
+    fn zones() -> Vec<String> {
+        vec!["example.com".to_string()]
+    }
+
+    fn a(name: &str, ip: &str) -> Endpoint {
+        Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
+    }
+
+    fn txt(name: &str, values: &[String]) -> Endpoint {
+        Endpoint::new(name, RecordType::TXT, values.iter().cloned()).with_ttl(300)
+    }
+
+    fn ours(name: &str, record_type: RecordType) -> Endpoint {
+        txt(
+            &registry::txt_name(name, record_type),
+            &[ownership_value(OWNER, Some("httproute/shop/web"))],
+        )
+    }
+
+    fn names(endpoints: &[Endpoint]) -> Vec<String> {
+        endpoints
+            .iter()
+            .map(|e| format!("{} {}", e.dns_name, e.record_type))
+            .collect()
+    }
+
+    #[test]
+    fn creates_record_and_ownership_into_empty_zone() {
+        let plan = plan(
+            &[a("app.example.com", "192.0.2.1")],
+            &[],
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert_eq!(
+            names(&plan.changes.create),
+            ["a-app.example.com TXT", "app.example.com A"]
+        );
+        assert_eq!(
+            plan.changes.create[0].targets.iter().next().unwrap(),
+            "heritage=external-dns,external-dns/owner=gw,external-dns/resource=httproute/shop/web"
+        );
+        assert_eq!(plan.changes.create[1].ttl, Some(DEFAULT_TTL));
+        assert!(plan.changes.update.is_empty() && plan.changes.delete.is_empty());
+    }
+
+    #[test]
+    fn nothing_to_do_when_converged() {
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            ours("app.example.com", RecordType::A),
+        ];
+        let plan = plan(
+            &[a("app.example.com", "192.0.2.1")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.is_empty(), "{plan:?}");
+        assert!(plan.blocked.is_empty());
+    }
+
+    #[test]
+    fn updates_targets_and_ttl_of_owned_records() {
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            ours("app.example.com", RecordType::A),
+        ];
+        let new_ip = plan(
+            &[a("app.example.com", "192.0.2.2")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert_eq!(names(&new_ip.changes.update), ["app.example.com A"]);
+        let new_ttl = plan(
+            &[a("app.example.com", "192.0.2.1").with_ttl(60)],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert_eq!(new_ttl.changes.update[0].ttl, Some(60));
+    }
+
+    #[test]
+    fn deletes_owned_records_no_longer_wanted_only_under_sync() {
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            ours("app.example.com", RecordType::A),
+        ];
+        let sync = plan(&[], &current, OWNER, Policy::Sync, &zones());
+        assert_eq!(
+            names(&sync.changes.delete),
+            ["app.example.com A", "a-app.example.com TXT"]
+        );
+        for policy in [Policy::UpsertOnly, Policy::CreateOnly] {
+            let held = plan(&[], &current, OWNER, policy, &zones());
+            assert!(held.is_empty(), "{policy}: {held:?}");
+            assert_eq!(held.held_by_policy, 1);
+        }
+    }
+
+    #[test]
+    fn create_only_never_updates() {
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            ours("app.example.com", RecordType::A),
+        ];
+        let held = plan(
+            &[
+                a("app.example.com", "192.0.2.9"),
+                a("new.example.com", "192.0.2.3"),
+            ],
+            &current,
+            OWNER,
+            Policy::CreateOnly,
+            &zones(),
+        );
+        assert!(held.changes.update.is_empty());
+        assert_eq!(
+            names(&held.changes.create),
+            ["a-new.example.com TXT", "new.example.com A"]
+        );
+        assert_eq!(held.held_by_policy, 1);
+    }
+
+    #[test]
+    fn foreign_and_other_owner_records_block_and_survive() {
+        let current = vec![
+            a("foreign.example.com", "198.51.100.1").with_ttl(300),
+            a("other.example.com", "198.51.100.2").with_ttl(300),
+            txt(
+                "a-other.example.com",
+                &[ownership_value("someone-else", None)],
+            ),
+        ];
+        let desired = [
+            a("foreign.example.com", "192.0.2.1"),
+            a("other.example.com", "192.0.2.1"),
+        ];
+        for policy in [Policy::Sync, Policy::UpsertOnly, Policy::CreateOnly] {
+            let plan = plan(&desired, &current, OWNER, policy, &zones());
+            assert!(plan.is_empty(), "{policy}: {plan:?}");
+            let reasons: Vec<_> = plan.blocked.iter().map(|b| b.reason.clone()).collect();
+            assert_eq!(
+                reasons,
+                [
+                    BlockReason::ForeignRecord,
+                    BlockReason::OwnedByOther {
+                        owner: "someone-else".into()
+                    }
+                ]
+            );
+        }
+        // Not desired at all: still untouched under sync.
+        assert!(plan(&[], &current, OWNER, Policy::Sync, &zones()).is_empty());
+    }
+
+    #[test]
+    fn claim_of_another_owner_blocks_even_when_record_is_missing() {
+        let current = vec![txt(
+            "a-app.example.com",
+            &[ownership_value("someone-else", None)],
+        )];
+        let plan = plan(
+            &[a("app.example.com", "192.0.2.1")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.is_empty());
+        assert_eq!(plan.blocked.len(), 1);
+    }
+
+    #[test]
+    fn adopts_external_dns_records_with_our_owner_id() {
+        // external-dns wrote both formats, with its own resource label.
+        let value = ownership_value(OWNER, Some("ingress/shop/old"));
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            txt("a-app.example.com", std::slice::from_ref(&value)),
+            txt("app.example.com", &[value]),
+        ];
+        let plan = plan(
+            &[a("app.example.com", "192.0.2.1")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.blocked.is_empty());
+        // The record is kept as is; only the new-format TXT's resource label is refreshed.
+        assert_eq!(names(&plan.changes.update), ["a-app.example.com TXT"]);
+        assert!(plan.changes.create.is_empty() && plan.changes.delete.is_empty());
+    }
+
+    #[test]
+    fn adopts_legacy_format_and_writes_the_new_one() {
+        let current = vec![
+            Endpoint::new("app.example.com", RecordType::CNAME, ["lb.example.net"]).with_ttl(300),
+            txt("app.example.com", &[ownership_value(OWNER, None)]),
+        ];
+        let desired = [Endpoint::new(
+            "app.example.com",
+            RecordType::CNAME,
+            ["lb.example.net."],
+        )];
+        let plan = plan(&desired, &current, OWNER, Policy::Sync, &zones());
+        assert!(plan.blocked.is_empty());
+        assert_eq!(names(&plan.changes.create), ["cname-app.example.com TXT"]);
+        assert!(plan.changes.update.is_empty() && plan.changes.delete.is_empty());
+        // Once the record goes, both ownership records go with it.
+        let gone = plan_all_deleted(&current);
+        assert_eq!(
+            names(&gone),
+            ["app.example.com CNAME", "app.example.com TXT"]
+        );
+    }
+
+    fn plan_all_deleted(current: &[Endpoint]) -> Vec<Endpoint> {
+        plan(&[], current, OWNER, Policy::Sync, &zones())
+            .changes
+            .delete
+    }
+
+    #[test]
+    fn limited_to_managed_zones() {
+        let current = vec![
+            a("app.example.org", "192.0.2.1").with_ttl(300),
+            ours("app.example.org", RecordType::A),
+        ];
+        let plan = plan(
+            &[a("new.example.org", "192.0.2.1")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.is_empty(), "{plan:?}");
+        assert_eq!(plan.blocked[0].reason, BlockReason::OutsideZones);
+    }
+
+    #[test]
+    fn apex_records_cannot_carry_ownership_inside_the_zone() {
+        let plan = plan(
+            &[a("example.com", "192.0.2.1")],
+            &[],
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.is_empty());
+        assert!(matches!(
+            plan.blocked[0].reason,
+            BlockReason::OwnershipOutsideZone { .. }
+        ));
+    }
+
+    #[test]
+    fn cname_cannot_join_foreign_data_but_replaces_our_own() {
+        let foreign = vec![txt("app.example.com", &["v=spf1 -all".to_string()])];
+        let cname = [Endpoint::new(
+            "app.example.com",
+            RecordType::CNAME,
+            ["lb.example.net"],
+        )];
+        let blocked_plan = plan(&cname, &foreign, OWNER, Policy::Sync, &zones());
+        assert!(blocked_plan.is_empty());
+        assert_eq!(
+            blocked_plan.blocked[0].reason,
+            BlockReason::CnameConflict {
+                existing: RecordType::TXT
+            }
+        );
+
+        let ours_a = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(300),
+            ours("app.example.com", RecordType::A),
+        ];
+        let switch = plan(&cname, &ours_a, OWNER, Policy::Sync, &zones());
+        assert!(switch.blocked.is_empty(), "{switch:?}");
+        assert_eq!(
+            names(&switch.changes.delete),
+            ["app.example.com A", "a-app.example.com TXT"]
+        );
+        assert_eq!(
+            names(&switch.changes.create),
+            ["cname-app.example.com TXT", "app.example.com CNAME"]
+        );
+        // Without deletes the A stays and the CNAME cannot be added.
+        let upsert = plan(&cname, &ours_a, OWNER, Policy::UpsertOnly, &zones());
+        assert!(upsert.changes.create.is_empty());
+        assert_eq!(upsert.blocked.len(), 1);
+    }
+
+    #[test]
+    fn orphan_ownership_records_are_cleaned_and_drift_is_repaired() {
+        let orphan = vec![ours("gone.example.com", RecordType::A)];
+        let cleaned = plan(&[], &orphan, OWNER, Policy::Sync, &zones());
+        assert_eq!(names(&cleaned.changes.delete), ["a-gone.example.com TXT"]);
+        // Record deleted by hand while still desired: recreated, ownership kept.
+        let repaired = plan(
+            &[a("gone.example.com", "192.0.2.1")],
+            &orphan,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert_eq!(names(&repaired.changes.create), ["gone.example.com A"]);
+    }
+
+    #[test]
+    fn unrelated_txt_at_ownership_name_blocks() {
+        let current = vec![txt("a-app.example.com", &["hello".to_string()])];
+        let plan = plan(
+            &[a("app.example.com", "192.0.2.1")],
+            &current,
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(plan.is_empty());
+        assert!(matches!(
+            plan.blocked[0].reason,
+            BlockReason::RegistryNameTaken { .. }
+        ));
+    }
+
+    #[test]
+    fn duplicates_and_normalization() {
+        let desired = [
+            Endpoint::new("App.Example.COM.", RecordType::AAAA, ["2001:DB8:0::1"]),
+            Endpoint::new("app.example.com", RecordType::AAAA, ["2001:db8::2"]),
+        ];
+        let plan = plan(&desired, &[], OWNER, Policy::Sync, &zones());
+        assert_eq!(plan.blocked[0].reason, BlockReason::DuplicateDesired);
+        let created = &plan.changes.create[1];
+        assert_eq!(created.dns_name, "app.example.com");
+        assert_eq!(created.targets.iter().next().unwrap(), "2001:db8::1");
+    }
+
+    #[test]
+    fn wildcard_records_get_prefixed_ownership() {
+        let plan = plan(
+            &[a("*.example.com", "192.0.2.1")],
+            &[],
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert_eq!(
+            names(&plan.changes.create),
+            ["a-*.example.com TXT", "*.example.com A"]
+        );
+    }
+
+    #[test]
+    fn wildcard_replacement_names_ownership_and_keeps_it() {
+        let registry = TxtRegistry::new(OWNER).with_wildcard_replacement(Some("any".into()));
+        let desired = [a("*.example.com", "192.0.2.1")];
+        let created = plan_with(&desired, &[], &registry, Policy::Sync, &zones());
+        assert_eq!(
+            names(&created.changes.create),
+            ["a-any.example.com TXT", "*.example.com A"]
+        );
+        let current: Vec<Endpoint> = created
+            .changes
+            .create
+            .iter()
+            .map(|e| e.clone().with_ttl(300))
+            .collect();
+        let steady = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
+        assert!(steady.is_empty() && steady.blocked.is_empty(), "{steady:?}");
+        let gone = plan_with(&[], &current, &registry, Policy::Sync, &zones());
+        assert_eq!(
+            names(&gone.changes.delete),
+            ["*.example.com A", "a-any.example.com TXT"]
+        );
+    }
+
+    #[test]
+    fn ownership_name_over_63_byte_label_blocks() {
+        let label = "x".repeat(60);
+        let ok_for_a = plan(
+            &[a(&format!("{label}.example.com"), "192.0.2.1")],
+            &[],
+            OWNER,
+            Policy::Sync,
+            &zones(),
+        );
+        assert!(ok_for_a.blocked.is_empty(), "a- prefix fits: 62 bytes");
+        let cname = Endpoint::new(
+            &format!("{label}.example.com"),
+            RecordType::CNAME,
+            ["t.example.net"],
+        );
+        let too_long = plan(&[cname], &[], OWNER, Policy::Sync, &zones());
+        assert!(too_long.is_empty());
+        assert!(matches!(
+            too_long.blocked[0].reason,
+            BlockReason::OwnershipNameTooLong { .. }
+        ));
+    }
+
+    #[test]
+    fn policy_parses() {
+        assert_eq!("upsert-only".parse::<Policy>().unwrap(), Policy::UpsertOnly);
+        assert!("everything".parse::<Policy>().is_err());
+    }
+}

@@ -1,0 +1,424 @@
+//! RFC 2136 provider and sync loop against a real BIND 9, checked with real DNS queries.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
+use gateway_dns::dns::{Changes, Endpoint, Provider, RecordType};
+use gateway_dns::sync::{BlockReason, DesiredSource, Policy, SyncConfig, Syncer};
+use tokio::sync::Notify;
+
+use crate::support::bind::{Bind, KEY_NAME};
+use crate::support::dig;
+
+const ZONE: &str = "example.com";
+const OWNER: &str = "gw-test";
+
+type Desired = Arc<Mutex<Vec<Endpoint>>>;
+
+fn source(desired: &Desired) -> Arc<dyn DesiredSource> {
+    let desired = desired.clone();
+    Arc::new(move || desired.lock().unwrap().clone())
+}
+
+fn a(name: &str, ips: &[&str]) -> Endpoint {
+    Endpoint::new(name, RecordType::A, ips.iter().copied()).with_resource("httproute/shop/web")
+}
+
+fn syncer(bind: &Bind, desired: &Desired, policy: Policy) -> Syncer {
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
+    config.policy = policy;
+    Syncer::new(provider, source(desired), config)
+}
+
+fn lookup(bind: &Bind, name: &str, rtype: &str) -> Vec<String> {
+    dig::query(bind.addr(), name, rtype, false).data(rtype)
+}
+
+const FOREIGN_SEED: &str = "foreign IN A 198.51.100.7
+other IN A 198.51.100.8
+a-other IN TXT \"heritage=external-dns,external-dns/owner=someone-else\"
+note IN TXT \"v=spf1 -all\"";
+
+fn assert_foreign_untouched(bind: &Bind) {
+    assert_eq!(lookup(bind, "foreign.example.com", "A"), ["198.51.100.7"]);
+    assert_eq!(lookup(bind, "other.example.com", "A"), ["198.51.100.8"]);
+    assert_eq!(
+        lookup(bind, "a-other.example.com", "TXT"),
+        ["heritage=external-dns,external-dns/owner=someone-else"]
+    );
+    assert_eq!(lookup(bind, "note.example.com", "TXT"), ["v=spf1 -all"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_records_follow_desired_set_and_foreign_records_survive() {
+    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("app.example.com", &["192.0.2.1"]).with_ttl(120),
+        a("*.wild.example.com", &["192.0.2.5"]),
+        Endpoint::new("alias.example.com", RecordType::CNAME, ["lb.example.net"]),
+        Endpoint::new("v6.example.com", RecordType::AAAA, ["2001:db8::1"]),
+        // Wanted, but someone else's: must be reported and left alone.
+        a("foreign.example.com", &["192.0.2.99"]),
+        a("other.example.com", &["192.0.2.99"]),
+    ]));
+    let syncer = syncer(&bind, &desired, Policy::Sync);
+
+    let first = syncer.run_once().await.unwrap();
+    assert!(!first.converged, "blocked records mean not converged");
+    let mut reasons: Vec<_> = first
+        .pass
+        .plan
+        .blocked
+        .iter()
+        .map(|b| b.reason.clone())
+        .collect();
+    reasons.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(
+        reasons,
+        [
+            BlockReason::ForeignRecord,
+            BlockReason::OwnedByOther {
+                owner: "someone-else".into()
+            }
+        ]
+    );
+    assert!(
+        first.remaining.is_empty(),
+        "second listing finds nothing left to write"
+    );
+
+    let app = dig::query(bind.addr(), "app.example.com", "A", false);
+    assert_eq!(app.data("A"), ["192.0.2.1"]);
+    assert_eq!(app.answer[0].ttl, 120, "TTL honoured");
+    assert_eq!(lookup(&bind, "x.y.wild.example.com", "A"), ["192.0.2.5"]);
+    assert_eq!(
+        lookup(&bind, "alias.example.com", "CNAME"),
+        ["lb.example.net."]
+    );
+    assert_eq!(lookup(&bind, "v6.example.com", "AAAA"), ["2001:db8::1"]);
+    assert_eq!(
+        lookup(&bind, "a-app.example.com", "TXT"),
+        [
+            "heritage=external-dns,external-dns/owner=gw-test,external-dns/resource=httproute/shop/web"
+        ]
+    );
+    assert_eq!(lookup(&bind, "a-*.wild.example.com", "TXT").len(), 1);
+    assert_foreign_untouched(&bind);
+
+    // Change targets and TTL.
+    desired.lock().unwrap()[0] = a("app.example.com", &["192.0.2.2", "192.0.2.3"]).with_ttl(60);
+    let second = syncer.run_once().await.unwrap();
+    assert_eq!(second.pass.applied, 1, "{:?}", second.pass.plan.changes);
+    let app = dig::query(bind.addr(), "app.example.com", "A", false);
+    assert_eq!(app.data("A"), ["192.0.2.2", "192.0.2.3"]);
+    assert!(app.answer.iter().all(|rr| rr.ttl == 60));
+
+    // Everything disappears, ours only.
+    desired.lock().unwrap().clear();
+    let third = syncer.run_once().await.unwrap();
+    assert!(third.converged);
+    for (name, rtype) in [
+        ("app.example.com", "A"),
+        ("a-app.example.com", "TXT"),
+        ("alias.example.com", "CNAME"),
+        ("v6.example.com", "AAAA"),
+        ("aaaa-v6.example.com", "TXT"),
+    ] {
+        assert_eq!(
+            dig::query(bind.addr(), name, rtype, false).status,
+            "NXDOMAIN",
+            "{name}"
+        );
+    }
+    assert!(lookup(&bind, "x.wild.example.com", "A").is_empty());
+    assert_foreign_untouched(&bind);
+
+    // Steady state: a further pass writes nothing.
+    let idle = syncer.sync_pass().await.unwrap();
+    assert_eq!(idle.applied, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_upsert_only_and_create_only_never_delete() {
+    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let desired: Desired = Arc::new(Mutex::new(vec![a("keep.example.com", &["192.0.2.1"])]));
+    syncer(&bind, &desired, Policy::Sync)
+        .run_once()
+        .await
+        .unwrap();
+
+    *desired.lock().unwrap() = vec![a("keep.example.com", &["192.0.2.2"])];
+    let create_only = syncer(&bind, &desired, Policy::CreateOnly)
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(create_only.pass.applied, 0);
+    assert_eq!(lookup(&bind, "keep.example.com", "A"), ["192.0.2.1"]);
+
+    let upsert = syncer(&bind, &desired, Policy::UpsertOnly);
+    upsert.run_once().await.unwrap();
+    assert_eq!(lookup(&bind, "keep.example.com", "A"), ["192.0.2.2"]);
+    desired.lock().unwrap().clear();
+    upsert.run_once().await.unwrap();
+    assert_eq!(
+        lookup(&bind, "keep.example.com", "A"),
+        ["192.0.2.2"],
+        "upsert-only keeps it"
+    );
+    assert_foreign_untouched(&bind);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_wrong_tsig_secret_is_a_clear_error_and_writes_nothing() {
+    let bind = Bind::start(ZONE, "");
+    let wrong =
+        TsigKey::from_base64(KEY_NAME, "hmac-sha256".parse().unwrap(), "d3Jvbmctc2VjcmV0").unwrap();
+    let provider = Rfc2136Provider::new(Rfc2136Config::new(
+        bind.addr(),
+        vec![ZONE.into()],
+        Some(wrong),
+    ))
+    .unwrap();
+    let changes = Changes {
+        create: vec![a("sneaky.example.com", &["192.0.2.66"])],
+        ..Changes::default()
+    };
+    let err = provider.apply(&changes).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "DNS server {} refused the update of zone example.com",
+            bind.addr()
+        )) && err.contains("TSIG BADSIG/NOTAUTH"),
+        "{err}"
+    );
+    let listing = provider.records().await.unwrap_err().to_string();
+    assert!(listing.contains("BADSIG"), "{listing}");
+    assert_eq!(
+        dig::query(bind.addr(), "sneaky.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+
+    // Without any key, BIND refuses the update too.
+    let unsigned =
+        Rfc2136Provider::new(Rfc2136Config::new(bind.addr(), vec![ZONE.into()], None)).unwrap();
+    let err = unsigned.apply(&changes).await.unwrap_err().to_string();
+    assert!(err.contains("REFUSED"), "{err}");
+    assert_eq!(
+        dig::query(bind.addr(), "sneaky.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_tsig_sha384_and_sha512_work() {
+    for algorithm in ["hmac-sha384", "hmac-sha512"] {
+        let bind = Bind::start_with_algorithm(ZONE, "", algorithm);
+        let desired: Desired = Arc::new(Mutex::new(vec![a("alg.example.com", &["192.0.2.7"])]));
+        let report = syncer(&bind, &desired, Policy::Sync)
+            .run_once()
+            .await
+            .unwrap();
+        assert!(report.converged, "{algorithm}");
+        assert_eq!(
+            lookup(&bind, "alg.example.com", "A"),
+            ["192.0.2.7"],
+            "{algorithm}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_adopts_external_dns_records_with_same_owner_id() {
+    let seed = "adopt IN A 192.0.2.50
+a-adopt IN TXT \"heritage=external-dns,external-dns/owner=gw-test,external-dns/resource=ingress/default/old\"
+legacy IN A 192.0.2.60
+legacy IN TXT \"heritage=external-dns,external-dns/owner=gw-test,external-dns/resource=ingress/default/old\"";
+    let bind = Bind::start(ZONE, seed);
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("adopt.example.com", &["192.0.2.51"]),
+        a("legacy.example.com", &["192.0.2.60"]),
+    ]));
+    let syncer = syncer(&bind, &desired, Policy::Sync);
+    let report = syncer.run_once().await.unwrap();
+    assert!(report.converged, "{:?}", report.pass.plan.blocked);
+    assert_eq!(lookup(&bind, "adopt.example.com", "A"), ["192.0.2.51"]);
+    let ours =
+        "heritage=external-dns,external-dns/owner=gw-test,external-dns/resource=httproute/shop/web";
+    assert_eq!(lookup(&bind, "a-adopt.example.com", "TXT"), [ours]);
+    assert_eq!(
+        lookup(&bind, "legacy.example.com", "A"),
+        ["192.0.2.60"],
+        "no downtime"
+    );
+    assert_eq!(
+        lookup(&bind, "a-legacy.example.com", "TXT"),
+        [ours],
+        "new format written"
+    );
+
+    desired.lock().unwrap().clear();
+    syncer.run_once().await.unwrap();
+    for (name, rtype) in [
+        ("adopt.example.com", "A"),
+        ("a-adopt.example.com", "TXT"),
+        ("legacy.example.com", "A"),
+        ("legacy.example.com", "TXT"),
+        ("a-legacy.example.com", "TXT"),
+    ] {
+        assert_eq!(
+            dig::query(bind.addr(), name, rtype, false).status,
+            "NXDOMAIN",
+            "{name} {rtype}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
+    let mut bind = Bind::start(ZONE, FOREIGN_SEED);
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("one.example.com", &["192.0.2.1"]),
+        a("two.example.com", &["192.0.2.2"]),
+    ]));
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
+    config.interval = Duration::from_secs(30);
+    config.debounce = Duration::from_millis(50);
+    config.backoff_min = Duration::from_millis(100);
+    config.backoff_max = Duration::from_millis(800);
+    let syncer = Arc::new(Syncer::new(provider, source(&desired), config));
+    let metrics = syncer.metrics();
+    let changes = Arc::new(Notify::new());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let loop_task = {
+        let syncer = syncer.clone();
+        let changes = changes.clone();
+        tokio::spawn(async move {
+            syncer
+                .run(changes, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+    };
+    let addr = bind.addr();
+    wait_for(Duration::from_secs(10), || {
+        dig::query(addr, "two.example.com", "A", false).data("A") == ["192.0.2.2"]
+    })
+    .await;
+
+    bind.stop();
+    {
+        let mut desired = desired.lock().unwrap();
+        desired[0] = a("one.example.com", &["192.0.2.11"]);
+        desired.push(a("three.example.com", &["192.0.2.3"]));
+    }
+    changes.notify_one();
+    wait_for(Duration::from_secs(10), || {
+        metrics.errors.load(std::sync::atomic::Ordering::Relaxed) >= 3
+    })
+    .await;
+    let errors_while_down = metrics.errors.load(std::sync::atomic::Ordering::Relaxed);
+
+    bind.resume();
+    wait_for(Duration::from_secs(15), || {
+        dig::query(addr, "three.example.com", "A", false).data("A") == ["192.0.2.3"]
+            && dig::query(addr, "one.example.com", "A", false).data("A") == ["192.0.2.11"]
+    })
+    .await;
+    assert_eq!(
+        lookup(&bind, "two.example.com", "A"),
+        ["192.0.2.2"],
+        "nothing lost"
+    );
+    assert_foreign_untouched(&bind);
+    assert!(errors_while_down >= 3);
+    assert!(
+        metrics
+            .last_success_unix_ms
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), loop_task)
+        .await
+        .expect("loop stops on shutdown")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_dry_run_and_closed_write_gate_write_nothing() {
+    let bind = Bind::start(ZONE, "");
+    let desired: Desired = Arc::new(Mutex::new(vec![a("dry.example.com", &["192.0.2.1"])]));
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
+    config.dry_run = true;
+    let dry = Syncer::new(provider.clone(), source(&desired), config);
+    let report = dry.run_once().await.unwrap();
+    assert_eq!(report.pass.withheld, Some("dry run"));
+    assert!(!report.converged);
+    assert_eq!(report.pass.plan.changes.create.len(), 2);
+    assert_eq!(
+        provider
+            .stats()
+            .update_messages
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    let gated = Syncer::new(
+        provider.clone(),
+        source(&desired),
+        SyncConfig::new(OWNER, vec![ZONE.into()]),
+    )
+    .with_write_gate(gate_rx);
+    assert_eq!(
+        gated.sync_pass().await.unwrap().withheld,
+        Some("not the leader")
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "dry.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+    gate_tx.send(true).unwrap();
+    assert!(gated.run_once().await.unwrap().converged);
+    assert_eq!(lookup(&bind, "dry.example.com", "A"), ["192.0.2.1"]);
+}
+
+async fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("condition not met within {limit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_one_rejected_change_does_not_hold_back_the_batch() {
+    // "foreign" appears between a listing and the apply (another writer): its create fails
+    // on the "RRset does not exist" prerequisite, the other creates of the batch still land.
+    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let changes = Changes {
+        create: vec![
+            a("first.example.com", &["192.0.2.1"]),
+            a("foreign.example.com", &["192.0.2.99"]),
+            a("last.example.com", &["192.0.2.3"]),
+        ],
+        ..Changes::default()
+    };
+    let err = provider.apply(&changes).await.unwrap_err().to_string();
+    assert!(
+        err.contains("1 of 3 RRset changes were rejected") && err.contains("YXRRSET"),
+        "{err}"
+    );
+    assert_eq!(lookup(&bind, "first.example.com", "A"), ["192.0.2.1"]);
+    assert_eq!(lookup(&bind, "last.example.com", "A"), ["192.0.2.3"]);
+    assert_foreign_untouched(&bind);
+}

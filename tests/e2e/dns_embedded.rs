@@ -1,0 +1,179 @@
+//! The embedded authoritative server, driven by the sync loop, checked with `dig`.
+
+use std::sync::{Arc, Mutex};
+
+use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::dns::{Endpoint, RecordType};
+use gateway_dns::sync::{SyncConfig, Syncer};
+
+use crate::support::dig;
+
+fn a(name: &str, ip: &str) -> Endpoint {
+    Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_server_answers_synced_records_over_udp_and_tcp() {
+    let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let addr = server.local_addr();
+    let desired = Arc::new(Mutex::new(vec![
+        a("app.example.com", "192.0.2.1").with_ttl(90),
+        a("deep.ent.example.com", "192.0.2.2"),
+        a("*.wild.example.com", "192.0.2.3"),
+        Endpoint::new("alias.example.com", RecordType::CNAME, ["app.example.com"]),
+        Endpoint::new("text.example.com", RecordType::TXT, ["hello world"]),
+    ]));
+    let source = {
+        let desired = desired.clone();
+        Arc::new(move || desired.lock().unwrap().clone())
+    };
+    let syncer = Syncer::new(
+        server.clone(),
+        source,
+        SyncConfig::new("gw", vec!["example.com".into()]),
+    );
+    let serial_before = dig::query(addr, "example.com", "SOA", false)
+        .soa_serial()
+        .unwrap();
+    assert!(syncer.run_once().await.unwrap().converged);
+
+    for tcp in [false, true] {
+        let app = dig::query(addr, "app.example.com", "A", tcp);
+        assert_eq!(app.status, "NOERROR");
+        assert!(app.authoritative(), "AA bit (tcp={tcp})");
+        assert_eq!(app.data("A"), ["192.0.2.1"]);
+        assert_eq!(app.answer[0].ttl, 90);
+
+        let missing = dig::query(addr, "missing.example.com", "A", tcp);
+        assert_eq!(missing.status, "NXDOMAIN");
+        assert!(missing.authoritative());
+        assert_eq!(missing.authority[0].rtype, "SOA");
+
+        let nodata = dig::query(addr, "app.example.com", "AAAA", tcp);
+        assert_eq!(nodata.status, "NOERROR");
+        assert!(nodata.answer.is_empty());
+        assert_eq!(nodata.authority[0].rtype, "SOA", "NODATA carries the SOA");
+
+        let outside = dig::query(addr, "app.example.org", "A", tcp);
+        assert_eq!(outside.status, "REFUSED");
+        assert!(!outside.authoritative());
+    }
+
+    // An empty non-terminal exists: NODATA, not NXDOMAIN.
+    let ent = dig::query(addr, "ent.example.com", "A", false);
+    assert_eq!((ent.status.as_str(), ent.answer.len()), ("NOERROR", 0));
+    // Wildcard: one or more labels, never the parent itself.
+    assert_eq!(
+        dig::query(addr, "x.wild.example.com", "A", false).data("A"),
+        ["192.0.2.3"]
+    );
+    assert_eq!(
+        dig::query(addr, "x.y.wild.example.com", "A", false).data("A"),
+        ["192.0.2.3"]
+    );
+    let wild_owner = dig::query(addr, "x.wild.example.com", "A", false);
+    assert_eq!(wild_owner.answer[0].name, "x.wild.example.com");
+    assert_eq!(
+        dig::query(addr, "wild.example.com", "A", false)
+            .answer
+            .len(),
+        0
+    );
+    // CNAME followed inside the zone.
+    let alias = dig::query(addr, "alias.example.com", "A", false);
+    assert_eq!(alias.data("CNAME"), ["app.example.com."]);
+    assert_eq!(alias.data("A"), ["192.0.2.1"]);
+    assert_eq!(
+        dig::query(addr, "text.example.com", "TXT", true).data("TXT"),
+        ["hello world"]
+    );
+    // Ownership records are served too (external-dns format).
+    assert_eq!(
+        dig::query(addr, "a-app.example.com", "TXT", false).data("TXT"),
+        ["heritage=external-dns,external-dns/owner=gw,external-dns/resource=httproute/shop/web"]
+    );
+    assert_eq!(
+        dig::query(addr, "example.com", "NS", false).data("NS"),
+        ["ns1.example.com."]
+    );
+
+    // The serial grows with every change, and not without one.
+    let serial_after_create = dig::query(addr, "example.com", "SOA", true)
+        .soa_serial()
+        .unwrap();
+    assert!(serial_after_create > serial_before);
+    assert_eq!(server.serial("example.com"), Some(serial_after_create));
+    desired.lock().unwrap()[0] = a("app.example.com", "192.0.2.10");
+    syncer.run_once().await.unwrap();
+    assert_eq!(
+        dig::query(addr, "app.example.com", "A", false).data("A"),
+        ["192.0.2.10"]
+    );
+    let serial_after_update = dig::query(addr, "example.com", "SOA", false)
+        .soa_serial()
+        .unwrap();
+    assert!(serial_after_update > serial_after_create);
+    syncer.run_once().await.unwrap();
+    assert_eq!(
+        dig::query(addr, "example.com", "SOA", false).soa_serial(),
+        Some(serial_after_update),
+        "no change, no new serial"
+    );
+
+    desired.lock().unwrap().clear();
+    syncer.run_once().await.unwrap();
+    assert_eq!(
+        dig::query(addr, "app.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+    assert_eq!(
+        dig::query(addr, "a-app.example.com", "TXT", false).status,
+        "NXDOMAIN"
+    );
+    assert_eq!(
+        dig::query(addr, "x.wild.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+    assert!(
+        dig::query(addr, "example.com", "SOA", false)
+            .soa_serial()
+            .unwrap()
+            > serial_after_update
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_server_truncates_large_udp_answers() {
+    let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let many: Vec<String> = (1..=200)
+        .map(|i| format!("10.0.{}.{}", i / 250, i % 250))
+        .collect();
+    let source = move || {
+        vec![Endpoint::new(
+            "big.example.com",
+            RecordType::A,
+            many.clone(),
+        )]
+    };
+    let syncer = Syncer::new(
+        server.clone(),
+        Arc::new(source),
+        SyncConfig::new("gw", vec!["example.com".into()]),
+    );
+    syncer.run_once().await.unwrap();
+    let truncated = dig::query_with(
+        server.local_addr(),
+        "big.example.com",
+        "A",
+        &["+notcp", "+ignore"],
+    );
+    assert!(truncated.flags.iter().any(|f| f == "tc"), "{truncated:?}");
+    assert!(truncated.answer.is_empty());
+    // dig retries over TCP on TC=1 by default and gets all 200.
+    let full = dig::query(server.local_addr(), "big.example.com", "A", false);
+    assert_eq!(full.data("A").len(), 200);
+}

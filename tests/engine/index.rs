@@ -1,0 +1,486 @@
+//! The index: any sequence of apply / delete / reset leaves the same state (evaluations, claims,
+//! plan) as building a snapshot from the final set of objects at once; and the webhook's
+//! newcomer rule (`newcomer_conflicts`): a route under review never displaces the incumbent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gateway_dns::engine::attach::evaluate_route;
+use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
+use gateway_dns::engine::{Action, Config, MODE_LABEL, Reason};
+use gateway_dns::index::{Index, Snapshot};
+use gateway_dns::model::{Object, ObjectKey, ObjectKind};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::objects::*;
+
+/// Every version of every object the random sequences draw from: several versions per key, so
+/// applies replace objects, move routes between parents, change labels, addresses and hostnames.
+fn pool() -> Vec<Value> {
+    let all = json!({"from": "All"});
+    let team_a = json!({"from": "Selector", "selector": {"matchLabels": {"team": "a"}}});
+    let ls = |ns: &str, name: &str, gw: &str, hostname: &str| {
+        json!({"apiVersion": V1, "kind": "ListenerSet", "metadata": {"name": name, "namespace": ns},
+               "spec": {"parentRef": {"name": gw, "namespace": "infra"},
+                        "listeners": [listener("l", "HTTPS", Some(hostname))]}})
+    };
+    let gw_parent = |gw: &str| json!({"name": gw, "namespace": "infra"});
+    vec![
+        namespace("infra", json!({})),
+        namespace("infra", json!({"team": "a"})),
+        namespace("apps", json!({})),
+        namespace("apps", json!({"team": "a"})),
+        namespace("apps", json!({MODE_LABEL: "warn", "team": "b"})),
+        with(
+            simple_gateway("infra", "gw1", Some("*.example.com"), &["10.0.0.1"]),
+            &["spec", "allowedListeners", "namespaces"],
+            all.clone(),
+        ),
+        gateway(
+            "infra",
+            "gw1",
+            json!([{"name": "web", "protocol": "HTTP", "port": 80,
+                    "allowedRoutes": {"namespaces": team_a.clone()}}]),
+            &["10.0.0.2"],
+        ),
+        with(
+            simple_gateway("infra", "gw1", Some("a.example.com"), &[]),
+            &["spec", "allowedListeners", "namespaces"],
+            team_a,
+        ),
+        simple_gateway("infra", "gw2", None, &["10.0.0.2", "2001:db8::2"]),
+        annotated(
+            gateway(
+                "infra",
+                "gw2",
+                json!([{"name": "web", "protocol": "HTTP", "port": 80, "hostname": "b.example.com"},
+                       listener("tcp", "TCP", None)]),
+                &["10.0.0.3"],
+            ),
+            "external-dns.kubernetes.io/target",
+            "lb.example.net",
+        ),
+        ls("apps", "ls1", "gw1", "*.ls.example.com"),
+        ls("apps", "ls1", "gw2", "x.ls.example.com"),
+        with(
+            ls("infra", "ls2", "gw1", "*.example.com"),
+            &["status", "conditions"],
+            json!([{"type": "Accepted", "status": "False"}]),
+        ),
+        ls("infra", "ls2", "gw1", "y.example.com"),
+        created(
+            http_route("apps", "r1", json!([gw_parent("gw1")]), &["a.example.com"]),
+            "2025-01-01T00:00:00Z",
+        ),
+        created(
+            http_route(
+                "apps",
+                "r1",
+                json!([gw_parent("gw2")]),
+                &["a.example.com", "b.example.com"],
+            ),
+            "2025-01-01T00:00:00Z",
+        ),
+        http_route(
+            "apps",
+            "r1",
+            json!([{"name": "gw1", "namespace": "infra", "sectionName": "https"}]),
+            &[],
+        ),
+        created(
+            http_route("apps", "r2", json!([gw_parent("gw2")]), &["a.example.com"]),
+            "2025-01-02T00:00:00Z",
+        ),
+        http_route(
+            "apps",
+            "r2",
+            json!([gw_parent("gw1"), gw_parent("gw2")]),
+            &["*.example.com", "b.example.com"],
+        ),
+        http_route(
+            "apps",
+            "r2",
+            json!([{"kind": "ListenerSet", "name": "ls1"}]),
+            &["a.ls.example.com", "x.ls.example.com"],
+        ),
+        created(
+            http_route("infra", "r3", json!([gw_parent("gw1")]), &["a.example.com"]),
+            "2024-12-31T00:00:00Z",
+        ),
+        http_route(
+            "infra",
+            "r3",
+            json!([{"kind": "ListenerSet", "name": "ls2"}, gw_parent("gw2")]),
+            &["y.example.com"],
+        ),
+        route("GRPCRoute", "apps", "g", json!([gw_parent("gw1")]), &[]),
+        route(
+            "GRPCRoute",
+            "apps",
+            "g",
+            json!([gw_parent("gw2")]),
+            &["b.example.com"],
+        ),
+        annotated(
+            route("TCPRoute", "apps", "t", json!([gw_parent("gw2")]), &[]),
+            "external-dns.kubernetes.io/hostname",
+            "t.example.com,b.example.com",
+        ),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Apply(usize),
+    Delete(usize),
+    /// A relist of one kind: the pool entries of that kind picked by the mask (last one per key wins).
+    Reset(ObjectKind, Vec<bool>),
+}
+
+fn ops(pool_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        6 => (0..pool_len).prop_map(Op::Apply),
+        2 => (0..pool_len).prop_map(Op::Delete),
+        1 => (prop::sample::select(ObjectKind::ALL.to_vec()), prop::collection::vec(any::<bool>(), pool_len))
+            .prop_map(|(kind, mask)| Op::Reset(kind, mask)),
+    ];
+    prop::collection::vec(op, 0..30)
+}
+
+/// Everything observable about a snapshot must equal a fresh build over the same objects.
+fn assert_same_state(incremental: &Snapshot, fresh: &Snapshot) -> Result<(), TestCaseError> {
+    for kind in ObjectKind::ALL {
+        prop_assert_eq!(
+            incremental.len_of(kind),
+            fresh.len_of(kind),
+            "count of {}",
+            kind
+        );
+    }
+    for (id, entry) in fresh.routes() {
+        let Some(mine) = incremental.route(id) else {
+            return Err(TestCaseError::fail(format!("{id} missing")));
+        };
+        prop_assert_eq!(&mine.route, &entry.route, "route {}", id);
+        prop_assert_eq!(&mine.eval, &entry.eval, "evaluation of {}", id);
+    }
+    let names = |s: &Snapshot| {
+        s.claimed_names()
+            .map(str::to_owned)
+            .collect::<BTreeSet<_>>()
+    };
+    prop_assert_eq!(names(incremental), names(fresh));
+    for name in fresh.claimed_names() {
+        prop_assert_eq!(
+            incremental.claimants(name),
+            fresh.claimants(name),
+            "claimants of {}",
+            name
+        );
+    }
+    prop_assert_eq!(full_plan(incremental), full_plan(fresh));
+    Ok(())
+}
+
+fn run_ops(cfg: Config, ops: &[Op]) -> Result<(), TestCaseError> {
+    let pool: Vec<Object> = pool().iter().map(decode).collect();
+    let cfg = Arc::new(cfg);
+    let mut snap = Snapshot::new(cfg.clone());
+    let index = Index::with_config(cfg.clone());
+    let mut changes = index.subscribe();
+    let mut model: BTreeMap<ObjectKey, Object> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Apply(i) => {
+                let object = pool[*i].clone();
+                model.insert(object.key(), object.clone());
+                snap.apply(object.clone());
+                index.apply(object);
+            }
+            Op::Delete(i) => {
+                let key = pool[*i].key();
+                model.remove(&key);
+                snap.delete(&key);
+                index.delete(&key);
+            }
+            Op::Reset(kind, mask) => {
+                let mut chosen: BTreeMap<ObjectKey, Object> = BTreeMap::new();
+                for (object, keep) in pool.iter().zip(mask) {
+                    if *keep && object.kind() == *kind {
+                        chosen.insert(object.key(), object.clone());
+                    }
+                }
+                model.retain(|k, _| k.kind != *kind);
+                model.extend(chosen.clone());
+                let objects: Vec<Object> = chosen.into_values().collect();
+                snap.reset(*kind, objects.clone());
+                index.reset(*kind, objects);
+            }
+        }
+        // Checked after every step, so a failure shrinks to the first divergent operation.
+        let fresh = Snapshot::from_objects(cfg.clone(), model.values().cloned());
+        assert_same_state(&snap, &fresh)?;
+        assert_same_state(&index.snapshot(), &fresh)?;
+    }
+    if !ops.is_empty() {
+        prop_assert!(
+            changes.has_changed().unwrap_or(false),
+            "the index announces changes"
+        );
+        changes.mark_unchanged();
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn incremental_index_equals_a_fresh_build(ops in ops(pool().len())) {
+        run_ops(Config::default(), &ops)?;
+    }
+
+    #[test]
+    fn incremental_index_equals_a_fresh_build_with_other_flags(ops in ops(pool().len())) {
+        let cfg = Config {
+            attachment: gateway_dns::engine::AttachmentMode::Status,
+            allow_inherited_wildcards: true,
+            listener_sets: false,
+            conflict_resolution: gateway_dns::engine::ConflictResolution::Exclude,
+            ..Config::default()
+        };
+        run_ops(cfg, &ops)?;
+    }
+}
+
+#[test]
+fn pool_exercises_claims_conflicts_and_listener_sets() {
+    // Guards the property test: its objects must produce conflicts and ListenerSet claims.
+    let pool: Vec<Object> = pool().iter().map(decode).collect();
+    let plan_of = |indices: &[usize]| {
+        let objects = indices.iter().map(|i| pool[*i].clone());
+        full_plan(&Snapshot::from_objects(
+            Arc::new(Config::default()),
+            objects,
+        ))
+    };
+    // apps, gw1 (*.example.com), gw2, r1 on gw1 and r2 on gw2, both a.example.com.
+    let conflict = plan_of(&[2, 5, 8, 14, 17]);
+    assert!(
+        conflict
+            .violations
+            .iter()
+            .any(|v| v.reason == Reason::HostnameConflict),
+        "{conflict:#?}"
+    );
+    // apps, gw1 (allows all ListenerSets), ls1 on gw1, r2 on ls1.
+    let via_set = plan_of(&[2, 5, 10, 19]);
+    assert!(
+        via_set
+            .records
+            .iter()
+            .any(|r| r.dns_name == "a.ls.example.com"),
+        "{via_set:#?}"
+    );
+}
+
+#[test]
+fn delete_of_an_absent_object_is_a_no_op() {
+    let cfg = Arc::new(Config::default());
+    let objects: Vec<Object> = [
+        namespace("apps", json!({})),
+        simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+        http_route("apps", "r", json!([{"name": "gw"}]), &["a.example.com"]),
+    ]
+    .iter()
+    .map(decode)
+    .collect();
+    let mut snap = Snapshot::from_objects(cfg.clone(), objects.clone());
+    for kind in ObjectKind::ALL {
+        snap.delete(&ObjectKey::new(kind, "apps", "absent"));
+    }
+    assert_eq!(
+        full_plan(&snap),
+        full_plan(&Snapshot::from_objects(cfg, objects))
+    );
+}
+
+#[test]
+fn with_applied_leaves_the_original_untouched() {
+    let cfg = Arc::new(Config::default());
+    let base = Snapshot::from_objects(
+        cfg,
+        [
+            namespace("apps", json!({})),
+            simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+        ]
+        .iter()
+        .map(decode),
+    );
+    let next = base.with_applied(decode(&http_route(
+        "apps",
+        "r",
+        json!([{"name": "gw"}]),
+        &["a.example.com"],
+    )));
+    assert!(full_plan(&base).records.is_empty());
+    assert_eq!(full_plan(&next).records.len(), 1);
+}
+
+// ---------------------------------------------------------------- newcomer_conflicts
+
+fn incumbent_world() -> Snapshot {
+    snapshot(
+        Config::default(),
+        &[
+            namespace("infra", json!({})),
+            namespace("apps", json!({})),
+            namespace("relaxed", json!({MODE_LABEL: "warn"})),
+            simple_gateway("infra", "gw1", None, &["10.0.0.1"]),
+            simple_gateway("infra", "gw2", None, &["10.0.0.2"]),
+            simple_gateway("infra", "gw1-twin", None, &["10.0.0.1"]),
+            created(
+                http_route(
+                    "apps",
+                    "incumbent",
+                    json!([parent("infra", "gw1")]),
+                    &["a.example.com"],
+                ),
+                "2025-06-01T00:00:00Z",
+            ),
+        ],
+    )
+}
+
+/// The newcomer's conflicts, as the webhook computes them: the route evaluated against the
+/// cluster as it is, then compared with the incumbents' claims. The same answer must come from a
+/// snapshot that already holds the route (the sync loop's view of an applied object).
+fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Violation> {
+    let Object::Route(route) = decode(&newcomer) else {
+        panic!("not a route: {newcomer}");
+    };
+    let eval = evaluate_route(snap, snap.config(), &route);
+    let found = newcomer_conflicts(snap, &route, &eval);
+    let applied = snap.with_applied(Object::Route(route.clone()));
+    let entry = applied.route(&route.key()).expect("applied");
+    assert_eq!(
+        newcomer_conflicts(&applied, &entry.route, &entry.eval),
+        found,
+        "the answer does not depend on whether the snapshot already holds the route"
+    );
+    found
+}
+
+#[test]
+fn a_newer_route_never_displaces_the_incumbent() {
+    let base = incumbent_world();
+    // The newcomer is *older* by timestamp (restored from a backup, say): still the newcomer.
+    let newcomer = created(
+        http_route(
+            "apps",
+            "newcomer",
+            json!([parent("infra", "gw2")]),
+            &["b.example.com", "a.example.com"],
+        ),
+        "2020-01-01T00:00:00Z",
+    );
+    let found = review(&base, newcomer.clone());
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let v = &found[0];
+    assert_eq!(v.reason, Reason::HostnameConflict);
+    assert_eq!(v.action, Action::Deny);
+    assert_eq!(v.object, "HTTPRoute/apps/newcomer");
+    assert_eq!(v.hostname.as_deref(), Some("a.example.com"));
+    assert_eq!(v.field, "spec.hostnames[1]");
+    for part in ["a.example.com", "infra/gw1", "10.0.0.1", "apps/incumbent"] {
+        assert!(v.message.contains(part), "{}", v.message);
+    }
+    // The incumbent's own review stays clean, and the base snapshot never saw the newcomer.
+    let incumbent = base
+        .route(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "incumbent"))
+        .unwrap();
+    assert!(newcomer_conflicts(&base, &incumbent.route, &incumbent.eval).is_empty());
+    assert!(
+        base.route(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "newcomer"))
+            .is_none()
+    );
+}
+
+#[test]
+fn newcomer_sharing_the_incumbents_targets_is_fine() {
+    let base = incumbent_world();
+    let on_twin = http_route(
+        "apps",
+        "twin",
+        json!([parent("infra", "gw1-twin")]),
+        &["a.example.com"],
+    );
+    assert!(review(&base, on_twin).is_empty());
+    let same_gateway = http_route(
+        "apps",
+        "same",
+        json!([parent("infra", "gw1")]),
+        &["a.example.com"],
+    );
+    assert!(review(&base, same_gateway).is_empty());
+}
+
+#[test]
+fn newcomer_wildcard_does_not_conflict_with_an_exact_incumbent() {
+    let base = incumbent_world();
+    let wildcard = http_route(
+        "apps",
+        "wild",
+        json!([parent("infra", "gw2")]),
+        &["*.example.com"],
+    );
+    assert!(review(&base, wildcard).is_empty());
+}
+
+#[test]
+fn updating_the_incumbent_is_not_a_conflict_with_itself() {
+    let base = incumbent_world();
+    let update = created(
+        http_route(
+            "apps",
+            "incumbent",
+            json!([parent("infra", "gw1")]),
+            &["a.example.com", "c.example.com"],
+        ),
+        "2025-06-01T00:00:00Z",
+    );
+    assert!(review(&base, update).is_empty());
+}
+
+#[test]
+fn newcomer_across_two_gateways_conflicts_with_itself() {
+    let base = incumbent_world();
+    let split = http_route(
+        "apps",
+        "split",
+        json!([parent("infra", "gw1"), parent("infra", "gw2")]),
+        &["new.example.com"],
+    );
+    let found = review(&base, split);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].message.contains("infra/gw1") && found[0].message.contains("infra/gw2"),
+        "{}",
+        found[0].message
+    );
+}
+
+#[test]
+fn newcomer_conflicts_follow_the_namespace_mode() {
+    let base = incumbent_world();
+    let newcomer = http_route(
+        "relaxed",
+        "r",
+        json!([parent("infra", "gw2")]),
+        &["a.example.com"],
+    );
+    let found = review(&base, newcomer);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].action, Action::Warn);
+}

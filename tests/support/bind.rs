@@ -1,0 +1,152 @@
+//! A real BIND 9 (`named`, Debian package bind9) on 127.0.0.1 at a free port, in a temp dir:
+//! one primary zone, a TSIG key, allow-update and allow-transfer for that key.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::dig;
+use super::net::{free_port, require_binary, wait_until};
+
+pub const KEY_NAME: &str = "gateway-dns-key";
+/// base64 of 32 fixed bytes; tests are about behaviour, not key secrecy.
+pub const SECRET: &str = "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=";
+
+pub struct Bind {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub zone: String,
+    pub algorithm: String,
+    child: Option<Child>,
+}
+
+impl Bind {
+    /// Start BIND serving `zone` (e.g. `example.com`) with `extra` zone-file lines seeded.
+    pub fn start(zone: &str, extra: &str) -> Bind {
+        Self::start_with_algorithm(zone, extra, "hmac-sha256")
+    }
+
+    pub fn start_with_algorithm(zone: &str, extra: &str, algorithm: &str) -> Bind {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let root = dir.path().display().to_string();
+        let conf = format!(
+            r#"options {{
+    directory "{root}";
+    listen-on port {port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    pid-file none;
+    session-keyfile none;
+    recursion no;
+    notify no;
+    dnssec-validation no;
+    max-journal-size unlimited;
+}};
+controls {{ }};
+key "{KEY_NAME}" {{ algorithm {algorithm}; secret "{SECRET}"; }};
+zone "{zone}" {{
+    type primary;
+    file "{root}/{zone}.zone";
+    allow-update {{ key "{KEY_NAME}"; }};
+    allow-transfer {{ key "{KEY_NAME}"; }};
+}};
+"#
+        );
+        fs::write(dir.path().join("named.conf"), conf).expect("write named.conf");
+        let zone_file = format!(
+            "$TTL 300\n@ IN SOA ns1.{zone}. hostmaster.{zone}. 1 3600 600 86400 60\n@ IN NS ns1.{zone}.\nns1 IN A 127.0.0.1\n{extra}\n"
+        );
+        fs::write(dir.path().join(format!("{zone}.zone")), zone_file).expect("write zone");
+        let mut bind = Bind {
+            dir,
+            port,
+            zone: zone.to_string(),
+            algorithm: algorithm.to_string(),
+            child: None,
+        };
+        bind.resume();
+        bind
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("named.log")
+    }
+
+    /// Start (again) on the same port with the same files (zone journal included).
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "BIND already running");
+        let named = require_binary("named", "bind9");
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open named.log");
+        let child = Command::new(named)
+            .arg("-g")
+            .args(["-n", "2"])
+            .arg("-c")
+            .arg(self.dir.path().join("named.conf"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn named");
+        self.child = Some(child);
+        let addr = self.addr();
+        let zone = self.zone.clone();
+        let log_path = self.log_path();
+        wait_until(
+            &format!("BIND on {addr} (log: {})", log_path.display()),
+            Duration::from_secs(20),
+            || {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    panic!(
+                        "named exited with {status}: {}",
+                        fs::read_to_string(&log_path).unwrap_or_default()
+                    );
+                }
+                dig::query(addr, &zone, "SOA", false).status == "NOERROR"
+                    && dig::query(addr, &zone, "SOA", true).status == "NOERROR"
+            },
+        );
+    }
+
+    /// Kill the server (the zone's journal stays on disk).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn tsig_key(&self) -> gateway_dns::dns::rfc2136::TsigKey {
+        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+            KEY_NAME,
+            self.algorithm.parse().expect("algorithm"),
+            SECRET,
+        )
+        .expect("tsig key")
+    }
+
+    pub fn provider_config(&self) -> gateway_dns::dns::rfc2136::Rfc2136Config {
+        gateway_dns::dns::rfc2136::Rfc2136Config::new(
+            self.addr(),
+            vec![self.zone.clone()],
+            Some(self.tsig_key()),
+        )
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
