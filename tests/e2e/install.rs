@@ -20,9 +20,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use crate::support::install::{
-    Doc, Install, RunningBinary, copy_tree, eventually, flag_value, http_get, is_kustomization,
-    kustomize, kustomize_tool, manifest_docs, manifests_dir, notice, relative, repo, run_certs,
-    yaml_docs, yaml_files,
+    Adaptation, Doc, Install, RunningBinary, copy_tree, eventually, flag_value, http_get,
+    is_kustomization, kustomize, kustomize_tool, manifest_docs, manifests_dir, notice, relative,
+    repo, run_certs, yaml_docs, yaml_files,
 };
 use crate::support::webhook::HttpsConnection;
 
@@ -44,6 +44,35 @@ fn kustomize_dirs() -> Vec<PathBuf> {
 fn base() -> Install {
     let dir = manifests_dir().join("base");
     Install::from_docs("manifests/base", &manifest_docs(&dir))
+}
+
+/// Environment variables the binary reads that are not flags: the log filter (main.rs) and
+/// the pod name, the leader-election identity (serve.rs).
+const NON_FLAG_ENV: [&str; 2] = ["GATEWAY_DNS_LOG", "POD_NAME"];
+
+/// The Deployment's configuration as the binary's own parser reads it: its args, plus every
+/// `GATEWAY_DNS_*` variable turned into the flag that reads it (a variable no flag reads fails).
+fn effective_args(install: &Install) -> Vec<String> {
+    let mut args = install.args();
+    let command = Cli::command();
+    let serve = command.find_subcommand("serve").unwrap();
+    for (name, value) in install.env() {
+        if NON_FLAG_ENV.contains(&name.as_str()) {
+            continue;
+        }
+        let flag = serve
+            .get_arguments()
+            .find(|arg| arg.get_env().is_some_and(|env| env == name.as_str()))
+            .and_then(|arg| arg.get_long())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: env {name} is read by no flag of `gateway-dns serve`",
+                    install.origin
+                )
+            });
+        args.push(format!("--{flag}={value}"));
+    }
+    args
 }
 
 fn parse_serve_args(args: &[String], origin: &str) -> ServeArgs {
@@ -339,8 +368,8 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
         env!("CARGO_PKG_VERSION")
     );
 
-    // The args: accepted by the binary's own parser, and consistent with ports and volumes.
-    let args = install.args();
+    // The args and env: accepted by the binary's own parser, consistent with ports and volumes.
+    let args = effective_args(install);
     let serve = parse_serve_args(&args, origin);
     assert!(serve.webhook, "{origin}: the Deployment runs the webhook");
     let webhook_port = container_port(container, &IntOrString::String("webhook".into()));
@@ -574,11 +603,173 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
         "{origin}: SANs {sans:?}"
     );
 
-    check_rbac(install, &namespace);
+    check_dns(install, &serve);
+    check_rbac(install, &namespace, &serve);
 }
 
 /// Least privilege: read exactly what the binary watches, write only Events and Leases.
-fn check_rbac(install: &Install, namespace: &str) {
+/// Files the binary reads (TLS pair, provider secrets) are in read-only Secret volumes; the
+/// DNS configuration is complete for the provider; ports it listens on are open.
+fn check_dns(install: &Install, serve: &ServeArgs) {
+    let origin = &install.origin;
+    let container = install.container();
+    let pod = pod_spec(install);
+    let files = [
+        ("--tls-cert", serve.tls_cert.as_ref()),
+        ("--tls-key", serve.tls_key.as_ref()),
+        (
+            "--rfc2136-tsig-secret-file",
+            serve.rfc2136_tsig_secret_file.as_ref(),
+        ),
+        ("--pdns-api-key-file", serve.pdns_api_key_file.as_ref()),
+    ];
+    let install_doc = std::fs::read_to_string(repo().join("docs/install.md")).unwrap_or_default();
+    for (flag, path) in files
+        .iter()
+        .filter_map(|(flag, path)| Some((flag, (*path)?)))
+    {
+        let mount = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|mount| path.starts_with(&mount.mount_path))
+            .unwrap_or_else(|| panic!("{origin}: {flag} {} is on no volume", path.display()));
+        assert_eq!(
+            mount.read_only,
+            Some(true),
+            "{origin}: {flag} volume read-only"
+        );
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .unwrap();
+        let secret = volume
+            .secret
+            .as_ref()
+            .unwrap_or_else(|| panic!("{origin}: {flag} is not from a Secret"));
+        assert_eq!(
+            secret.default_mode,
+            Some(0o440),
+            "{origin}: {flag} not world-readable"
+        );
+        let secret_name = secret.secret_name.as_deref().unwrap();
+        // A Secret this installation neither generates nor issues is created by hand: the
+        // install guide must say how.
+        let provided = install
+            .secrets
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(secret_name))
+            || install
+                .certificates
+                .iter()
+                .any(|c| c.spec.secret_name == secret_name);
+        if !provided {
+            assert!(
+                install_doc.contains(&format!("create secret generic {secret_name} ")),
+                "{origin}: docs/install.md must show how to create Secret {secret_name}"
+            );
+        }
+    }
+    let ports = container.ports.as_deref().unwrap_or_default();
+    if serve.sync {
+        assert!(
+            !serve.zones.is_empty() || !serve.rfc2136_zones.is_empty(),
+            "{origin}: in a cluster the zones cannot be inferred: set --zone"
+        );
+        match serve.provider {
+            gateway_dns::cli::ProviderKind::Rfc2136 => {
+                assert!(serve.rfc2136_server.is_some(), "{origin}: --rfc2136-server");
+                assert!(
+                    serve.rfc2136_tsig_key_name.is_some()
+                        && serve.rfc2136_tsig_secret_file.is_some(),
+                    "{origin}: TSIG key and secret file"
+                );
+            }
+            gateway_dns::cli::ProviderKind::Pdns => {
+                assert!(
+                    serve.pdns_server.is_some() && serve.pdns_api_key_file.is_some(),
+                    "{origin}: PowerDNS URL and API key file"
+                );
+            }
+            gateway_dns::cli::ProviderKind::Embedded => {
+                assert!(
+                    serve.dns_listen.ip().is_unspecified(),
+                    "{origin}: the embedded server must listen beyond loopback in a pod"
+                );
+                assert!(
+                    !serve.leader_election,
+                    "{origin}: every replica fills its own embedded server, so none may wait for a Lease"
+                );
+                for protocol in ["UDP", "TCP"] {
+                    let port = ports
+                        .iter()
+                        .find(|p| {
+                            p.container_port == i32::from(serve.dns_listen.port())
+                                && p.protocol.as_deref() == Some(protocol)
+                        })
+                        .unwrap_or_else(|| {
+                            panic!(
+                                "{origin}: container port {} {protocol}",
+                                serve.dns_listen.port()
+                            )
+                        });
+                    let name = IntOrString::String(port.name.clone().expect("named DNS port"));
+                    assert!(
+                        install
+                            .services
+                            .iter()
+                            .flat_map(|s| s
+                                .spec
+                                .iter()
+                                .flat_map(|spec| spec.ports.iter().flatten()))
+                            .any(|p| p.target_port.as_ref() == Some(&name)
+                                && p.protocol.as_deref() == Some(protocol)),
+                        "{origin}: a Service forwards DNS over {protocol}"
+                    );
+                }
+            }
+        }
+    }
+    // The NetworkPolicy admits exactly the ports the container listens on.
+    let policy = install.network_policies.first().unwrap();
+    let admitted: BTreeSet<(i32, String)> = policy
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ingress.iter().flatten())
+        .flat_map(|rule| rule.ports.iter().flatten())
+        .map(|p| {
+            (
+                container_port(container, p.port.as_ref().expect("port")),
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            )
+        })
+        .collect();
+    let listening: BTreeSet<(i32, String)> = ports
+        .iter()
+        .map(|p| {
+            (
+                p.container_port,
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        admitted, listening,
+        "{origin}: NetworkPolicy admits the container's ports only"
+    );
+    assert!(
+        policy
+            .spec
+            .iter()
+            .flat_map(|spec| spec.policy_types.iter().flatten())
+            .any(|t| t == "Ingress"),
+        "{origin}: NetworkPolicy restricts ingress"
+    );
+}
+
+fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
     let origin = &install.origin;
     let service_account =
         crate::support::install::only(&install.service_accounts, origin, "ServiceAccount");
@@ -648,7 +839,25 @@ fn check_rbac(install: &Install, namespace: &str) {
         Some(namespace),
         "{origin}: Role namespace"
     );
+    assert_eq!(
+        serve.leader_election_namespace, namespace,
+        "{origin}: the Lease is in the Role's namespace"
+    );
+    let mut lease_verbs = BTreeSet::new();
     for rule in role.rules.iter().flatten() {
+        match rule.resource_names.as_deref() {
+            None => assert_eq!(
+                rule.verbs,
+                ["create"],
+                "{origin}: only create is not limited to the Lease's name"
+            ),
+            Some(names) => assert_eq!(
+                names,
+                [serve.lease_name.clone()],
+                "{origin}: Role limited to --lease-name"
+            ),
+        }
+        lease_verbs.extend(rule.verbs.iter().map(String::as_str));
         assert_eq!(
             rule.api_groups.as_deref(),
             Some(&["coordination.k8s.io".to_string()][..]),
@@ -659,13 +868,12 @@ fn check_rbac(install: &Install, namespace: &str) {
             Some(&["leases".to_string()][..]),
             "{origin}: Role: leases only"
         );
-        let verbs: BTreeSet<&str> = rule.verbs.iter().map(String::as_str).collect();
-        assert_eq!(
-            verbs,
-            BTreeSet::from(["get", "create", "update"]),
-            "{origin}: lease verbs"
-        );
     }
+    assert_eq!(
+        lease_verbs,
+        BTreeSet::from(["get", "create", "update"]),
+        "{origin}: lease verbs (leader.rs: get, create, replace)"
+    );
     let subject_is_account = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
         let subjects = subjects.as_deref().unwrap_or_default();
         subjects.len() == 1
@@ -973,6 +1181,16 @@ struct Deployed {
 
 impl Deployed {
     fn start(install: &Install, certs: impl FnOnce(&Path)) -> Deployed {
+        Self::start_with(install, certs, Adaptation::default())
+    }
+
+    /// Starts the binary; `adaptation` may add mounts, env overrides and arguments (its
+    /// cluster is replaced by the admission test cluster).
+    fn start_with(
+        install: &Install,
+        certs: impl FnOnce(&Path),
+        mut adaptation: Adaptation,
+    ) -> Deployed {
         let dir = tempfile::tempdir().unwrap();
         let tls_dir = dir.path().join("tls");
         certs(&tls_dir);
@@ -983,29 +1201,28 @@ impl Deployed {
             cluster.join("cluster.yaml"),
         )
         .unwrap();
+        let args = effective_args(install);
         let mount = install
             .container()
             .volume_mounts
             .iter()
             .flatten()
-            .find(|m| {
-                flag_value(&install.args(), "--tls-cert")
-                    .is_some_and(|c| c.starts_with(&m.mount_path))
-            })
+            .find(|m| flag_value(&args, "--tls-cert").is_some_and(|c| c.starts_with(&m.mount_path)))
             .expect("TLS mount")
             .mount_path
             .clone();
+        adaptation.mounts.push((mount, tls_dir.clone()));
+        adaptation.cluster = cluster;
         let binary = RunningBinary::start(
             &install.args(),
-            &mount,
-            &tls_dir,
-            &cluster,
+            &install.env(),
+            &adaptation,
             dir.path().join("serve.log"),
         );
         Deployed {
             binary,
             ca_pem: std::fs::read_to_string(tls_dir.join(gateway_dns::certs::CA_CERT_FILE))
-                .unwrap(),
+                .unwrap_or_default(),
             host: webhook_service_host(install),
             _dir: dir,
         }
@@ -1547,4 +1764,131 @@ fn generated_keys_stay_out_of_git() {
             doc.origin
         );
     }
+}
+
+/// The kustomize build of `overlays/NAME`, or None (and a notice) without kubectl.
+fn built_overlay(name: &str) -> Option<Install> {
+    if let Err(reason) = kustomize_tool() {
+        notice(&format!(
+            "SKIPPED the overlays/{name} run against a real server: {reason}."
+        ));
+        return None;
+    }
+    let copy = prepared_manifests(&base());
+    Some(Install::from_docs(
+        &format!("kustomize overlays/{name}"),
+        &kustomize(&copy.path().join("overlays").join(name)),
+    ))
+}
+
+/// Writes `content` as the file a flag points to, in a local stand-in for its mount; returns
+/// the (mount path, local dir) pair for [`Adaptation::mounts`].
+fn secret_file(install: &Install, path: &Path, content: &str, dir: &Path) -> (String, PathBuf) {
+    let mount = install
+        .container()
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|mount| path.starts_with(&mount.mount_path))
+        .expect("the secret file is on a volume")
+        .mount_path
+        .clone();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(path.strip_prefix(&mount).unwrap()), content).unwrap();
+    (mount, dir.to_path_buf())
+}
+
+/// `--once` with the overlay's configuration: exits 0 having converged.
+fn run_once_converged(deployed: &mut Deployed) {
+    let code = deployed.binary.wait_exit(Duration::from_secs(90));
+    assert_eq!(
+        code,
+        Some(0),
+        "gateway-dns --once did not converge: {}",
+        deployed.binary.log()
+    );
+    assert!(
+        deployed.binary.log().contains("converged"),
+        "{}",
+        deployed.binary.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_overlay_configuration_publishes_to_a_real_bind() {
+    let Some(install) = built_overlay("bind") else {
+        return;
+    };
+    let serve = parse_serve_args(&effective_args(&install), &install.origin);
+    let bind = crate::support::bind::Bind::start(&serve.zones[0], "");
+    let secrets = tempfile::tempdir().unwrap();
+    let adaptation = Adaptation {
+        mounts: vec![secret_file(
+            &install,
+            serve.rfc2136_tsig_secret_file.as_ref().unwrap(),
+            crate::support::bind::SECRET,
+            secrets.path(),
+        )],
+        // The test server's address and key name; everything else is the overlay's.
+        env_overrides: BTreeMap::from([
+            ("GATEWAY_DNS_RFC2136_SERVER".into(), bind.addr().to_string()),
+            (
+                "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME".into(),
+                crate::support::bind::KEY_NAME.into(),
+            ),
+        ]),
+        extra_args: vec!["--once".into()],
+        ..Adaptation::default()
+    };
+    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), adaptation);
+    run_once_converged(&mut deployed);
+    let answer = crate::support::dig::query(bind.addr(), "app.example.com", "A", false);
+    assert_eq!(answer.data("A"), ["203.0.113.10"], "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn powerdns_overlay_configuration_publishes_through_a_real_powerdns() {
+    let Some(install) = built_overlay("powerdns") else {
+        return;
+    };
+    let serve = parse_serve_args(&effective_args(&install), &install.origin);
+    let pdns = crate::support::pdns::Pdns::start(&serve.zones[0], &[]);
+    let secrets = tempfile::tempdir().unwrap();
+    let adaptation = Adaptation {
+        mounts: vec![secret_file(
+            &install,
+            serve.pdns_api_key_file.as_ref().unwrap(),
+            crate::support::pdns::API_KEY,
+            secrets.path(),
+        )],
+        env_overrides: BTreeMap::from([("GATEWAY_DNS_PDNS_SERVER".into(), pdns.api_url())]),
+        extra_args: vec!["--once".into()],
+        ..Adaptation::default()
+    };
+    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), adaptation);
+    run_once_converged(&mut deployed);
+    let answer = crate::support::dig::query(pdns.dns_addr(), "app.example.com", "A", false);
+    assert_eq!(answer.data("A"), ["203.0.113.10"], "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_dns_overlay_answers_on_its_service_port() {
+    let Some(install) = built_overlay("embedded-dns") else {
+        return;
+    };
+    let serve = parse_serve_args(&effective_args(&install), &install.origin);
+    let mut deployed = Deployed::start(&install, certs_for_service(&install));
+    deployed.wait_ready(&install).await;
+    let dns = deployed.binary.addr_for(serve.dns_listen.port());
+    let answered = eventually(Duration::from_secs(20), || async {
+        let answer = crate::support::dig::query(dns, "app.example.com", "A", false);
+        (answer.data("A") == ["203.0.113.10"]).then_some(answer)
+    })
+    .await;
+    deployed.binary.assert_running();
+    assert!(
+        answered.is_some(),
+        "no A record from the embedded server: {}",
+        deployed.binary.log()
+    );
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -281,8 +281,27 @@ impl Install {
         only(&self.deployments, &self.origin, "Deployment")
     }
 
+    /// The Service the webhook configuration calls.
     pub fn service(&self) -> &Service {
-        only(&self.services, &self.origin, "Service")
+        let configuration = self.webhook_configuration();
+        let name = configuration
+            .webhooks
+            .iter()
+            .flatten()
+            .find_map(|webhook| webhook.client_config.service.as_ref())
+            .map(|service| service.name.clone())
+            .expect("the webhook calls a Service");
+        let services: Vec<Service> = self
+            .services
+            .iter()
+            .filter(|service| service.metadata.name.as_deref() == Some(name.as_str()))
+            .cloned()
+            .collect();
+        assert_eq!(services.len(), 1, "{}: one Service {name}", self.origin);
+        self.services
+            .iter()
+            .find(|service| service.metadata.name.as_deref() == Some(name.as_str()))
+            .unwrap()
     }
 
     pub fn namespace(&self) -> &Namespace {
@@ -311,6 +330,52 @@ impl Install {
     /// The Deployment container's arguments.
     pub fn args(&self) -> Vec<String> {
         self.container().args.clone().unwrap_or_default()
+    }
+
+    /// The container's environment as the pod would see it: literal values, and the pod name and
+    /// namespace for `fieldRef`s (the only other kind of source these manifests use).
+    pub fn env(&self) -> Vec<(String, String)> {
+        let namespace = self
+            .deployment()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        let pod_name = format!(
+            "{}-5d9c8b7f6-x2k4q",
+            self.deployment().metadata.name.clone().unwrap_or_default()
+        );
+        self.container()
+            .env
+            .iter()
+            .flatten()
+            .map(|variable| {
+                let value = match (&variable.value, &variable.value_from) {
+                    (Some(value), None) => value.clone(),
+                    (None, Some(source)) => {
+                        let field = source
+                            .field_ref
+                            .as_ref()
+                            .map(|field| field.field_path.as_str())
+                            .unwrap_or_else(|| {
+                                panic!(
+                                    "{}: env {} has an unexpected source",
+                                    self.origin, variable.name
+                                )
+                            });
+                        match field {
+                            "metadata.namespace" => namespace.clone(),
+                            "metadata.name" => pod_name.clone(),
+                            other => {
+                                panic!("{}: env {}: fieldRef {other}", self.origin, variable.name)
+                            }
+                        }
+                    }
+                    _ => panic!("{}: env {} needs one value", self.origin, variable.name),
+                };
+                (variable.name.clone(), value)
+            })
+            .collect()
     }
 
     /// The Deployment's pod template labels.
@@ -435,15 +500,6 @@ pub fn run_certs(service: &str, namespace: &str, out: &Path) {
     );
 }
 
-/// A loopback port that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The value of `--flag` in `args` (`--flag=value` or `--flag value`).
 pub fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     let mut iter = args.iter();
@@ -461,52 +517,83 @@ pub fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     None
 }
 
-/// The real binary, started with a Deployment's arguments adapted to a test machine: every
-/// listen address moved to a free loopback port, the TLS mount directory replaced by a local
-/// one, and the files source pointed at a local cluster. Killed on drop.
+/// How a Deployment's configuration is moved onto a test machine.
+#[derive(Debug, Default)]
+pub struct Adaptation {
+    /// Pod mount path → local directory holding the same files.
+    pub mounts: Vec<(String, PathBuf)>,
+    /// Environment values replaced outright (e.g. a DNS server's address).
+    pub env_overrides: BTreeMap<String, String>,
+    /// The files source standing in for the cluster.
+    pub cluster: PathBuf,
+    pub extra_args: Vec<String>,
+}
+
+/// The real binary, started with a Deployment's arguments and environment adapted to a test
+/// machine: every listen address moved to a free loopback port, mounted files taken from local
+/// directories, and the files source pointed at a local cluster. Killed on drop.
 pub struct RunningBinary {
     child: Child,
     /// Original port in the manifest → where this process listens instead.
     pub listeners: BTreeMap<u16, SocketAddr>,
     pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
     log: PathBuf,
 }
 
 impl RunningBinary {
     pub fn start(
         manifest_args: &[String],
-        tls_mount: &str,
-        tls_dir: &Path,
-        cluster: &Path,
+        manifest_env: &[(String, String)],
+        adaptation: &Adaptation,
         log: PathBuf,
     ) -> RunningBinary {
         let mut listeners = BTreeMap::new();
+        let mut adapt = |value: &str| -> String {
+            if let Ok(addr) = value.parse::<SocketAddr>()
+                && addr.ip().is_unspecified()
+            {
+                let local = SocketAddr::from(([127, 0, 0, 1], super::net::free_port()));
+                listeners.insert(addr.port(), local);
+                return local.to_string();
+            }
+            for (mount, local) in &adaptation.mounts {
+                if let Some(file) = value.strip_prefix(mount.as_str()) {
+                    return local
+                        .join(file.trim_start_matches('/'))
+                        .display()
+                        .to_string();
+                }
+            }
+            value.to_string()
+        };
         let mut args = Vec::new();
         for arg in manifest_args {
-            let adapted = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => {
-                    if let Ok(addr) = value.parse::<SocketAddr>() {
-                        let local = SocketAddr::from(([127, 0, 0, 1], free_port()));
-                        listeners.insert(addr.port(), local);
-                        format!("{flag}={local}")
-                    } else if let Some(file) = value.strip_prefix(tls_mount) {
-                        format!(
-                            "{flag}={}",
-                            tls_dir.join(file.trim_start_matches('/')).display()
-                        )
-                    } else {
-                        arg.clone()
-                    }
-                }
+            args.push(match arg.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => format!("{flag}={}", adapt(value)),
                 _ => arg.clone(),
-            };
-            args.push(adapted);
+            });
         }
-        args.push(format!("--manifests={}", cluster.display()));
+        let env: Vec<(String, String)> = manifest_env
+            .iter()
+            .map(|(name, value)| match adaptation.env_overrides.get(name) {
+                Some(replaced) => (name.clone(), replaced.clone()),
+                None => (name.clone(), adapt(value)),
+            })
+            .collect();
+        args.push(format!("--manifests={}", adaptation.cluster.display()));
+        args.extend(adaptation.extra_args.iter().cloned());
         let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(binary())
+        let mut command = Command::new(binary());
+        // Only the manifest's configuration: nothing inherited from the test's environment.
+        for (name, _) in std::env::vars() {
+            if name.starts_with("GATEWAY_DNS_") || name == "POD_NAME" {
+                command.env_remove(name);
+            }
+        }
+        let child = command
             .args(&args)
-            .env("GATEWAY_DNS_LOG", "info")
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
@@ -516,6 +603,7 @@ impl RunningBinary {
             child,
             listeners,
             args,
+            env,
             log,
         }
     }
@@ -524,8 +612,8 @@ impl RunningBinary {
     pub fn addr_for(&self, port: u16) -> SocketAddr {
         *self.listeners.get(&port).unwrap_or_else(|| {
             panic!(
-                "no listen flag in the Deployment args serves port {port}: {:?}",
-                self.args
+                "no listen address in the Deployment serves port {port}: {:?} {:?}",
+                self.args, self.env
             )
         })
     }
@@ -536,9 +624,21 @@ impl RunningBinary {
             panic!(
                 "gateway-dns {:?} exited with {status}: {}",
                 self.args,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
+                self.log()
             );
         }
+    }
+
+    /// Waits (at most `limit`) for the process to exit; its exit code, or None while it runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     pub fn log(&self) -> String {
