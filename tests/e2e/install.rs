@@ -853,7 +853,7 @@ fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
             ),
             Some(names) => assert_eq!(
                 names,
-                [serve.lease_name.clone()],
+                std::slice::from_ref(&serve.lease_name),
                 "{origin}: Role limited to --lease-name"
             ),
         }
@@ -1037,13 +1037,7 @@ fn kustomize_output_of_base_and_every_overlay_holds_together() {
             continue;
         }
         // Every overlay supplies the TLS Secret the Deployment mounts and the webhook's CA.
-        let tls_secret = pod_spec(&install)
-            .volumes
-            .iter()
-            .flatten()
-            .find_map(|v| v.secret.as_ref())
-            .and_then(|s| s.secret_name.clone())
-            .unwrap();
+        let tls_secret = tls_secret_name(&install);
         let configuration = install.webhook_configuration();
         let injected = configuration
             .metadata
@@ -1061,6 +1055,27 @@ fn kustomize_output_of_base_and_every_overlay_holds_together() {
         }
     }
     assert!(built >= 3, "base and at least two overlays built");
+}
+
+/// The Secret mounted where `--tls-cert` points.
+fn tls_secret_name(install: &Install) -> String {
+    let serve = parse_serve_args(&effective_args(install), &install.origin);
+    let cert = serve.tls_cert.expect("--tls-cert");
+    let mount = install
+        .container()
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|mount| cert.starts_with(&mount.mount_path))
+        .expect("--tls-cert is on a volume");
+    pod_spec(install)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|volume| volume.name == mount.name)
+        .and_then(|volume| volume.secret.as_ref())
+        .and_then(|secret| secret.secret_name.clone())
+        .expect("the TLS volume is a Secret")
 }
 
 fn check_cert_manager(install: &Install, inject_from: &str, tls_secret: &str) {
@@ -1397,13 +1412,7 @@ async fn self_signed_overlay_certificates_satisfy_the_api_server_client() {
     );
     // The files the Deployment would mount: the generated Secret's keys, written out; the client
     // trusts only the caBundle of the webhook configuration.
-    let secret_name = pod_spec(&install)
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| v.secret.as_ref())
-        .and_then(|s| s.secret_name.clone())
-        .unwrap();
+    let secret_name = tls_secret_name(&install);
     let secret = install
         .secrets
         .iter()
