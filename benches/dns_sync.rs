@@ -186,19 +186,53 @@ async fn main() {
         nsupdate_time.as_secs_f64() / ours_time.as_secs_f64()
     );
 
-    // (c) no-change resync.
-    let messages_before = provider.stats().update_messages.load(Ordering::Relaxed);
-    let transfers_before = provider.stats().transfers.load(Ordering::Relaxed);
+    // (c) resyncs with nothing to change: the event-driven kind (listing cache validated by
+    // the SOA serial) and the periodic kind (full AXFR).
+    for (kind, full) in [
+        ("event-driven (SOA-validated cache)", false),
+        ("periodic (full AXFR)", true),
+    ] {
+        if full {
+            provider.invalidate_cache();
+        }
+        let updates_before = provider.stats().update_messages.load(Ordering::Relaxed);
+        let transfers_before = provider.stats().transfers.load(Ordering::Relaxed);
+        let soa_before = provider.stats().soa_queries.load(Ordering::Relaxed);
+        let start = Instant::now();
+        let idle = syncer.sync_pass().await.expect("resync");
+        let resync_time = start.elapsed();
+        assert_eq!(idle.applied, 0);
+        let updates = provider.stats().update_messages.load(Ordering::Relaxed) - updates_before;
+        let transfers = provider.stats().transfers.load(Ordering::Relaxed) - transfers_before;
+        let soa = provider.stats().soa_queries.load(Ordering::Relaxed) - soa_before;
+        assert_eq!(updates, 0, "a no-change resync sends no update");
+        println!(
+            "(c) no-change resync, {kind}, {} RRsets: {:.3} s, {updates} UPDATE messages, {transfers} AXFR, {soa} SOA queries",
+            listed.len(),
+            resync_time.as_secs_f64()
+        );
+    }
+
+    // Where a cached pass spends its time.
     let start = Instant::now();
-    let idle = syncer.sync_pass().await.expect("resync");
-    let resync_time = start.elapsed();
-    let updates_sent = provider.stats().update_messages.load(Ordering::Relaxed) - messages_before;
-    let transfers = provider.stats().transfers.load(Ordering::Relaxed) - transfers_before;
-    assert_eq!(idle.applied, 0);
+    let cached_listing = provider.records().await.expect("listing");
+    let listing_time = start.elapsed();
+    let start = Instant::now();
+    let idle_plan = plan(
+        &desired,
+        &cached_listing,
+        OWNER,
+        Policy::Sync,
+        &[ZONE.to_string()],
+    );
+    let plan_time = start.elapsed();
+    assert!(idle_plan.is_empty());
     println!(
-        "(c) resync with nothing to change over {} RRsets: {:.3} s, {updates_sent} UPDATE messages, {transfers} AXFR",
-        listed.len(),
-        resync_time.as_secs_f64()
+        "    of which: cached listing {:.1} ms, plan() over {} desired / {} current {:.1} ms",
+        listing_time.as_secs_f64() * 1000.0,
+        desired.len(),
+        cached_listing.len(),
+        plan_time.as_secs_f64() * 1000.0
     );
 
     // (a) apply-to-resolvable latency through the loop (debounce 200 ms).

@@ -186,6 +186,10 @@ pub trait Provider: Send + Sync {
 
     /// The zones this provider manages (lower-case, no trailing dot).
     fn zones(&self) -> &[String];
+
+    /// Make the next [`records`](Provider::records) read everything from the server, bypassing
+    /// any listing cache (the periodic resync calls this to catch drift).
+    fn invalidate_cache(&self) {}
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -4,11 +4,20 @@
 //! sent one after the other over one TCP connection. Each message is atomic on the server.
 //! Creates carry an "RRset does not exist" prerequisite, so a record that appeared since the
 //! listing is never overwritten (the batch fails, the next pass re-lists and reports it).
+//!
+//! Listing cache: a zone's last AXFR is kept with its SOA serial. A listing first asks for the
+//! SOA; an unchanged serial means an unchanged zone, so the cached copy is used and no AXFR is
+//! needed. After an apply the cache is updated only when the serial moved by exactly the number
+//! of UPDATE messages we had accepted (BIND's default `serial-update-method increment`):
+//! anything else (another writer, another serial method) drops the cache.
+//! [`Provider::invalidate_cache`] forces the next listing to transfer the zone (the sync
+//! loop's periodic resync does, to repair drift that bypassed the serial).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,12 +25,16 @@ use futures::future::BoxFuture;
 use hickory_proto::op::update_message::UpdateMessage;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
-use hickory_proto::rr::{DNSClass, Name, Record, RecordType as WireType, TSigVerifier, TSigner};
+use hickory_proto::rr::{
+    DNSClass, Name, RData, Record, RecordType as WireType, TSigVerifier, TSigner,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, Provider, group_records, wire_name, wire_records, zone_of};
+use super::{
+    Changes, Endpoint, Provider, RecordType, group_records, wire_name, wire_records, zone_of,
+};
 
 /// Environment variable read for the TSIG secret when no secret file is given.
 pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
@@ -153,12 +166,45 @@ impl Rfc2136Config {
 pub struct Rfc2136Stats {
     pub update_messages: AtomicU64,
     pub transfers: AtomicU64,
+    /// SOA queries (listing cache checks).
+    pub soa_queries: AtomicU64,
+    /// Listings of a zone answered from the cache.
+    pub cache_hits: AtomicU64,
 }
 
 pub struct Rfc2136Provider {
     config: Rfc2136Config,
     signer: Option<TSigner>,
     stats: Rfc2136Stats,
+    cache: Mutex<BTreeMap<String, ZoneCache>>,
+}
+
+/// A zone's content as of `serial`.
+struct ZoneCache {
+    serial: u32,
+    records: BTreeMap<(String, RecordType), Endpoint>,
+}
+
+impl ZoneCache {
+    fn apply(&mut self, operations: &[Operation<'_>]) {
+        for operation in operations {
+            match operation {
+                Operation::Delete(endpoint) => {
+                    self.records
+                        .remove(&(endpoint.dns_name.clone(), endpoint.record_type));
+                }
+                Operation::Replace(endpoint) | Operation::Create(endpoint) => {
+                    let stored = Endpoint {
+                        ttl: Some(endpoint.ttl_or_default()),
+                        resource: None,
+                        ..(*endpoint).clone()
+                    };
+                    self.records
+                        .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -241,6 +287,7 @@ impl Rfc2136Provider {
             config,
             signer,
             stats: Rfc2136Stats::default(),
+            cache: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -380,8 +427,34 @@ impl Rfc2136Provider {
         Ok(message)
     }
 
-    /// Full zone transfer of one zone.
-    async fn transfer(&self, zone: &str) -> Result<Vec<Record>, Error> {
+    /// The zone's current SOA serial.
+    async fn soa_serial(&self, stream: &mut TcpStream, zone: &str) -> Result<u32, Error> {
+        let operation = format!("SOA query of {zone}");
+        let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
+        let mut query = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(zone_name, WireType::SOA));
+        let request_id = query.metadata.id;
+        let (bytes, mut verifier) = self.seal(&mut query)?;
+        self.stats.soa_queries.fetch_add(1, Ordering::Relaxed);
+        self.send(stream, &bytes, &operation).await?;
+        let answer = self.receive(stream, &operation).await?;
+        let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
+        message
+            .answers
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) => Some(soa.serial),
+                _ => None,
+            })
+            .ok_or_else(|| Error::BadResponse {
+                server: self.config.server,
+                operation,
+                detail: "no SOA record in the answer".into(),
+            })
+    }
+
+    /// Full zone transfer of one zone: its records (SOA left out) and its serial.
+    async fn transfer(&self, zone: &str) -> Result<(Vec<Record>, u32), Error> {
         let operation = format!("zone transfer (AXFR) of {zone}");
         let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
         let mut query = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Query);
@@ -393,15 +466,15 @@ impl Rfc2136Provider {
         self.send(&mut stream, &bytes, &operation).await?;
 
         let mut records = Vec::new();
-        let mut soa_seen = 0;
+        let mut serial = None;
         for _ in 0..MAX_AXFR_MESSAGES {
             let answer = self.receive(&mut stream, &operation).await?;
             let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
             for record in message.answers {
-                if record.record_type() == WireType::SOA {
-                    soa_seen += 1;
-                    if soa_seen == 2 {
-                        return Ok(records);
+                if let RData::SOA(soa) = &record.data {
+                    match serial {
+                        None => serial = Some(soa.serial),
+                        Some(serial) => return Ok((records, serial)),
                     }
                     continue;
                 }
@@ -413,6 +486,44 @@ impl Rfc2136Provider {
             operation,
             detail: "transfer did not end".into(),
         })
+    }
+
+    /// Every zone's RRsets, from the cache when the zone's serial says it is current.
+    async fn list(&self) -> Result<Vec<Endpoint>, Error> {
+        let mut stream = self.connect().await?;
+        let mut all = Vec::new();
+        for zone in &self.config.zones {
+            let serial = self.soa_serial(&mut stream, zone).await?;
+            if let Ok(cache) = self.cache.lock()
+                && let Some(cached) = cache.get(zone).filter(|c| c.serial == serial)
+            {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                all.extend(cached.records.values().cloned());
+                continue;
+            }
+            let (records, serial) = self.transfer(zone).await?;
+            let endpoints = group_records(&records);
+            if let Ok(mut cache) = self.cache.lock() {
+                let records = endpoints
+                    .iter()
+                    .map(|e| ((e.dns_name.clone(), e.record_type), e.clone()))
+                    .collect();
+                cache.insert(zone.clone(), ZoneCache { serial, records });
+            }
+            all.extend(endpoints);
+        }
+        Ok(all)
+    }
+
+    fn forget(&self, zone: Option<&str>) {
+        if let Ok(mut cache) = self.cache.lock() {
+            match zone {
+                Some(zone) => {
+                    cache.remove(zone);
+                }
+                None => cache.clear(),
+            }
+        }
     }
 
     fn update_message(&self, zone: &Name, operations: &[Operation<'_>]) -> Result<Message, Error> {
@@ -478,12 +589,14 @@ impl Rfc2136Provider {
             // Work list of batches, in order. A batch the server rejects for its content is
             // split in halves, so one bad change cannot hold back the others.
             let mut pending: Vec<&[Operation<'_>]> = operations.chunks(batch_size).rev().collect();
+            let rejected_before = rejected.len();
+            let mut accepted = 0u32;
             while let Some(batch) = pending.pop() {
                 match self
                     .send_update(&mut stream, &zone_name, batch, &label)
                     .await
                 {
-                    Ok(()) => {}
+                    Ok(()) => accepted = accepted.wrapping_add(1),
                     Err(err) if is_content_error(&err) && batch.len() > 1 => {
                         let (first, second) = batch.split_at(batch.len() / 2);
                         pending.push(second);
@@ -492,6 +605,12 @@ impl Rfc2136Provider {
                     Err(err) if is_content_error(&err) => rejected.push(err),
                     Err(err) => return Err(err),
                 }
+            }
+            if rejected.len() > rejected_before {
+                self.forget(Some(zone));
+            } else {
+                self.advance_cache(&mut stream, zone, accepted, &operations)
+                    .await?;
             }
         }
         match rejected.len() {
@@ -502,6 +621,35 @@ impl Rfc2136Provider {
                 first: Box::new(rejected.swap_remove(0)),
             }),
         }
+    }
+
+    /// Carry our own changes into the cached listing when the serial proves nobody else wrote.
+    async fn advance_cache(
+        &self,
+        stream: &mut TcpStream,
+        zone: &str,
+        accepted: u32,
+        operations: &[Operation<'_>],
+    ) -> Result<(), Error> {
+        let cached_serial = match self.cache.lock() {
+            Ok(cache) => cache.get(zone).map(|c| c.serial),
+            Err(_) => None,
+        };
+        let Some(before) = cached_serial else {
+            return Ok(());
+        };
+        let after = self.soa_serial(stream, zone).await?;
+        if let Ok(mut cache) = self.cache.lock()
+            && let Some(cached) = cache.get_mut(zone)
+        {
+            if cached.serial == before && after == before.wrapping_add(accepted) {
+                cached.apply(operations);
+                cached.serial = after;
+            } else {
+                cache.remove(zone);
+            }
+        }
+        Ok(())
     }
 
     async fn send_update(
@@ -533,22 +681,26 @@ fn is_content_error(err: &Error) -> bool {
 
 impl Provider for Rfc2136Provider {
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
-        Box::pin(async move {
-            let mut all = Vec::new();
-            for zone in &self.config.zones {
-                let records = self.transfer(zone).await?;
-                all.extend(group_records(&records));
-            }
-            Ok(all)
-        })
+        Box::pin(async move { Ok(self.list().await?) })
     }
 
     fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
-        Box::pin(async move { Ok(self.apply_changes(changes).await?) })
+        Box::pin(async move {
+            let result = self.apply_changes(changes).await;
+            if result.is_err() {
+                // Unknown how much landed: the next listing transfers the zones again.
+                self.forget(None);
+            }
+            Ok(result?)
+        })
     }
 
     fn zones(&self) -> &[String] {
         &self.config.zones
+    }
+
+    fn invalidate_cache(&self) {
+        self.forget(None);
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info, warn};
@@ -263,6 +264,7 @@ impl Syncer {
 
     /// The `--once` mode: one pass, then a fresh listing to tell whether it converged.
     pub async fn run_once(&self) -> Result<OnceReport, Error> {
+        self.provider.invalidate_cache();
         let pass = self.sync_pass().await?;
         let remaining = self.compute().await?;
         let converged = remaining.is_empty() && remaining.blocked.is_empty();
@@ -284,16 +286,25 @@ impl Syncer {
         let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
         // First pass right away.
         let mut next_pass = Instant::now();
+        let mut gate = self.write_gate.clone();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = sleep_until(next_pass) => {}
+                // Becoming the writer (e.g. the Lease was won): catch up at once.
+                _ = gate_opened(&mut gate), if backoff.failures == 0 => {}
+                _ = sleep_until(next_pass) => {
+                    // Periodic resync (or retry): read everything from the server.
+                    self.provider.invalidate_cache();
+                }
                 _ = changes.notified(), if backoff.failures == 0 => {
                     // Let a burst of changes settle into one pass.
                     tokio::select! {
                         _ = &mut shutdown => return,
                         _ = sleep(self.config.debounce) => {}
                     }
+                    // Notifications that came in during the quiet time are covered by this
+                    // pass: absorb the stored permit so they do not cause a second one.
+                    let _ = changes.notified().now_or_never();
                 }
             }
             match self.sync_pass().await {
@@ -307,6 +318,21 @@ impl Syncer {
                     next_pass = Instant::now() + delay;
                 }
             }
+        }
+    }
+}
+
+/// Completes when the gate turns to `true`; never when there is no gate or its sender is gone.
+async fn gate_opened(gate: &mut Option<watch::Receiver<bool>>) {
+    let Some(receiver) = gate else {
+        return std::future::pending().await;
+    };
+    loop {
+        if receiver.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if *receiver.borrow_and_update() {
+            return;
         }
     }
 }

@@ -4,7 +4,7 @@
 //! owner id) are updated or deleted; a record that exists without our ownership blocks our
 //! create and is reported; records that external-dns wrote with our owner id are adopted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -178,14 +178,20 @@ pub fn plan_with(
     let index = OwnershipIndex::from_records(current, registry);
     let mut result = Plan::default();
 
-    let mut current_by_key: BTreeMap<(String, RecordType), &Endpoint> = BTreeMap::new();
+    // (name, type) → (record, is it registry bookkeeping rather than data)
+    let mut current_by_key: HashMap<(&str, RecordType), (&Endpoint, bool)> =
+        HashMap::with_capacity(current.len());
     let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
     for record in current {
         if zone_of(&record.dns_name, &zones).is_none() {
             continue;
         }
-        current_by_key.insert((record.dns_name.clone(), record.record_type), record);
-        if !index.is_registry_record(record) {
+        let registry_only = index.is_registry_record(record);
+        current_by_key.insert(
+            (record.dns_name.as_str(), record.record_type),
+            (record, registry_only),
+        );
+        if !registry_only {
             data_types_at
                 .entry(&record.dns_name)
                 .or_default()
@@ -194,9 +200,9 @@ pub fn plan_with(
     }
     let data_record = |name: &str, record_type: RecordType| {
         current_by_key
-            .get(&(name.to_string(), record_type))
-            .copied()
-            .filter(|record| !index.is_registry_record(record))
+            .get(&(name, record_type))
+            .filter(|(_, registry_only)| !registry_only)
+            .map(|(record, _)| *record)
     };
     let owned_by_us = |name: &str, record_type: RecordType| {
         index
@@ -370,7 +376,9 @@ pub fn plan_with(
     let mut txt_updates = Vec::new();
     let mut txt_deletes = Vec::new();
     for (txt_name, edit) in txt_edits {
-        let existing = current_by_key.get(&(txt_name.clone(), RecordType::TXT));
+        let existing = current_by_key
+            .get(&(txt_name.as_str(), RecordType::TXT))
+            .map(|(record, _)| *record);
         let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
         let after: BTreeSet<String> = before
             .difference(&edit.remove)

@@ -422,3 +422,57 @@ async fn bind_one_rejected_change_does_not_hold_back_the_batch() {
     assert_eq!(lookup(&bind, "last.example.com", "A"), ["192.0.2.3"]);
     assert_foreign_untouched(&bind);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let desired: Desired = Arc::new(Mutex::new(vec![a("app.example.com", &["192.0.2.1"])]));
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let syncer = Syncer::new(
+        provider.clone(),
+        source(&desired),
+        SyncConfig::new(OWNER, vec![ZONE.into()]),
+    );
+    let stats = provider.stats();
+    assert!(syncer.run_once().await.unwrap().converged);
+    let transfers = stats.transfers.load(Relaxed);
+
+    // Our own change: the serial moves by exactly our messages, the cache follows.
+    desired
+        .lock()
+        .unwrap()
+        .push(a("more.example.com", &["192.0.2.2"]));
+    assert_eq!(syncer.sync_pass().await.unwrap().applied, 2);
+    let idle = syncer.sync_pass().await.unwrap();
+    assert!(
+        idle.plan.is_empty(),
+        "cache carried our writes: {:?}",
+        idle.plan
+    );
+    assert_eq!(stats.transfers.load(Relaxed), transfers, "no AXFR needed");
+    assert!(stats.cache_hits.load(Relaxed) >= 2);
+
+    // Someone else deletes our record by dynamic update: the serial gives it away.
+    let other = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    other
+        .apply(&Changes {
+            delete: vec![a("more.example.com", &[])],
+            ..Changes::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        dig::query(bind.addr(), "more.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+    let repair = syncer.sync_pass().await.unwrap();
+    assert_eq!(
+        stats.transfers.load(Relaxed),
+        transfers + 1,
+        "serial changed: AXFR"
+    );
+    assert_eq!(repair.applied, 1, "{:?}", repair.plan.changes);
+    assert_eq!(lookup(&bind, "more.example.com", "A"), ["192.0.2.2"]);
+    assert_foreign_untouched(&bind);
+}

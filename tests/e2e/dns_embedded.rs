@@ -177,3 +177,122 @@ async fn embedded_server_truncates_large_udp_answers() {
     let full = dig::query(server.local_addr(), "big.example.com", "A", false);
     assert_eq!(full.data("A").len(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_opens() {
+    use std::time::Duration;
+    let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let addr = server.local_addr();
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    let source = || vec![a("leader.example.com", "192.0.2.1")];
+    let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
+    sync_config.interval = Duration::from_secs(3600);
+    let syncer = Arc::new(
+        Syncer::new(server.clone(), Arc::new(source), sync_config).with_write_gate(gate_rx),
+    );
+    let changes = Arc::new(tokio::sync::Notify::new());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let syncer = syncer.clone();
+        tokio::spawn(async move {
+            syncer
+                .run(changes, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        syncer
+            .metrics()
+            .passes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    assert_eq!(
+        dig::query(addr, "leader.example.com", "A", false).status,
+        "NXDOMAIN"
+    );
+
+    gate_tx.send(true).unwrap();
+    let start = std::time::Instant::now();
+    while dig::query(addr, "leader.example.com", "A", false).data("A") != ["192.0.2.1"] {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no catch-up after the gate opened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+    let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let desired = Arc::new(Mutex::new(Vec::new()));
+    let source = {
+        let desired = desired.clone();
+        Arc::new(move || desired.lock().unwrap().clone())
+    };
+    let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
+    sync_config.interval = Duration::from_secs(3600);
+    // Long enough that the whole burst (~50 ms) lands inside it even on a loaded machine.
+    sync_config.debounce = Duration::from_millis(500);
+    let syncer = Arc::new(Syncer::new(server.clone(), source, sync_config));
+    let metrics = syncer.metrics();
+    let changes = Arc::new(tokio::sync::Notify::new());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let (syncer, changes) = (syncer.clone(), changes.clone());
+        tokio::spawn(async move {
+            syncer
+                .run(changes, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(metrics.passes.load(Relaxed), 1, "the initial pass");
+
+    for i in 0..10 {
+        desired
+            .lock()
+            .unwrap()
+            .push(a(&format!("burst{i}.example.com"), "192.0.2.1"));
+        changes.notify_one();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        metrics.passes.load(Relaxed),
+        2,
+        "ten notifications, one pass"
+    );
+    let addr = server.local_addr();
+    assert_eq!(
+        dig::query(addr, "burst9.example.com", "A", false).data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        metrics.changes_applied.load(Relaxed),
+        20,
+        "10 records + 10 ownership TXT"
+    );
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}

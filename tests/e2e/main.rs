@@ -12,5 +12,6 @@ mod dns_pdns;
 mod install;
 mod kube_source;
 mod leader;
+mod serve;
 mod tls;
 mod webhook;

@@ -1,0 +1,252 @@
+//! `gateway-dns serve` as a process: the main job on its embedded defaults (files source,
+//! self-signed TLS, embedded DNS), and the engine's records synced into a real BIND.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use gateway_dns::engine::Config;
+use gateway_dns::index::Index;
+use gateway_dns::source::files::load_paths;
+use gateway_dns::sync::desired::EngineDesired;
+use gateway_dns::sync::{SyncConfig, Syncer};
+use serde_json::Value;
+
+use crate::support::bind::Bind;
+use crate::support::dig;
+use crate::support::net::{free_port, wait_until};
+use crate::support::webhook::HttpsConnection;
+
+/// The `serve` process, killed on drop.
+struct Serve {
+    child: Child,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn answer(port: u16, name: &str) -> Vec<String> {
+    dig::query(([127, 0, 0, 1], port).into(), name, "A", false).data("A")
+}
+
+async fn review(connection: &mut HttpsConnection, file: &str) -> Value {
+    let text = std::fs::read_to_string(examples().join("admission").join(file)).unwrap();
+    let (status, body) = connection
+        .post_review(&serde_json::from_str(&text).unwrap())
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body["response"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("cluster");
+    copy_dir(&examples().join("cluster"), &manifests);
+    let (https, dns, metrics) = (free_port(), free_port(), free_port());
+    let ca = work.path().join("certs/ca.crt");
+    let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["serve", "--manifests"])
+        .arg(&manifests)
+        .args(["--listen", &format!("127.0.0.1:{https}")])
+        .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .args([
+            "--service-name",
+            "gateway-dns",
+            "--service-namespace",
+            "gateway-dns-system",
+        ])
+        .arg("--local-ca-out")
+        .arg(&ca)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _serve = Serve { child };
+
+    // The embedded DNS server answers with the oldest claim only for the contested name.
+    wait_until("a.example.com resolves", Duration::from_secs(30), || {
+        answer(dns, "a.example.com") == ["203.0.113.10"]
+    });
+    assert_eq!(answer(dns, "b.example.com"), ["203.0.113.10"]);
+    let d = dig::query(([127, 0, 0, 1], dns).into(), "d.example.com", "A", false);
+    assert!(
+        d.data("A").is_empty(),
+        "d1's name is outside its listener: never published"
+    );
+
+    // The webhook answers kube-apiserver-style over HTTPS, trusting the CA it wrote.
+    wait_until("the CA file is written", Duration::from_secs(10), || {
+        ca.exists()
+    });
+    let ca_pem = std::fs::read_to_string(&ca).unwrap();
+    let addr = ([127, 0, 0, 1], https).into();
+    let mut connection =
+        HttpsConnection::connect(addr, &ca_pem, "gateway-dns.gateway-dns-system.svc")
+            .await
+            .unwrap();
+    let b2 = review(&mut connection, "b2-conflict.json").await;
+    assert_eq!(b2["allowed"], false, "{b2}");
+    assert_eq!(
+        b2["status"]["details"]["causes"][0]["reason"],
+        "HostnameConflict"
+    );
+
+    // b1 goes away (files re-read on change): b2's Gateway now owns b.example.com, and the same
+    // review is allowed.
+    let routes_path = manifests.join("routes.yaml");
+    let routes = std::fs::read_to_string(&routes_path).unwrap();
+    let without_b1: Vec<&str> = routes
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("name: b1"))
+        .collect();
+    std::fs::write(&routes_path, without_b1.join("\n---\n")).unwrap();
+    wait_until(
+        "b.example.com moves to gw2",
+        Duration::from_secs(30),
+        || answer(dns, "b.example.com") == ["203.0.113.20"],
+    );
+    let b2 = review(&mut connection, "b2-conflict.json").await;
+    assert_eq!(b2["allowed"], true, "{b2}");
+}
+
+fn engine_index(dir: &Path) -> Index {
+    let index = Index::with_config(Arc::new(Config::default()));
+    let loaded = load_paths(&[dir.to_path_buf()]).unwrap();
+    index.replace_all(loaded.into_iter().map(|l| l.object).collect());
+    index
+}
+
+const CONFLICT_CLUSTER: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: east, namespace: infra}
+spec:
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+status: {addresses: [{type: IPAddress, value: 192.0.2.1}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: west, namespace: infra}
+spec:
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+status: {addresses: [{type: IPAddress, value: 192.0.2.2}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: newer
+  namespace: shop
+  creationTimestamp: "2026-05-02T00:00:00Z"
+  annotations: {external-dns.kubernetes.io/ttl: "120"}
+spec:
+  parentRefs: [{name: west, namespace: infra}]
+  hostnames: [shop.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: older
+  namespace: shop
+  creationTimestamp: "2026-05-01T00:00:00Z"
+  annotations: {external-dns.kubernetes.io/ttl: "90"}
+spec:
+  parentRefs: [{name: east, namespace: infra}]
+  hostnames: [shop.example.com, only.example.com]
+"#;
+
+fn ttl_of(bind: &Bind, name: &str) -> Option<u32> {
+    let answer = dig::query(bind.addr(), name, "A", false);
+    answer
+        .answer
+        .iter()
+        .find(|rr| rr.rtype == "A")
+        .map(|rr| rr.ttl)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_without_flapping() {
+    let bind = Bind::start("example.com", "");
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("cluster.yaml"), CONFLICT_CLUSTER).unwrap();
+    let index = engine_index(work.path());
+    let provider =
+        Arc::new(gateway_dns::dns::rfc2136::Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let syncer = Syncer::new(
+        provider,
+        Arc::new(EngineDesired::new(index.clone())),
+        SyncConfig::new("gateway-dns-test", vec!["example.com".into()]),
+    );
+    syncer.sync_pass().await.unwrap();
+    assert_eq!(
+        dig::query(bind.addr(), "shop.example.com", "A", false).data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        ttl_of(&bind, "shop.example.com"),
+        Some(90),
+        "the winning route's TTL annotation"
+    );
+    let applied_first = syncer.metrics().changes_applied.load(Ordering::Relaxed);
+    assert!(applied_first > 0);
+    for pass in 0..10 {
+        let report = syncer.sync_pass().await.unwrap();
+        assert!(
+            report.plan.changes.is_empty(),
+            "pass {pass} wanted changes: {:?}",
+            report.plan.changes
+        );
+        assert_eq!(
+            dig::query(bind.addr(), "shop.example.com", "A", false).data("A"),
+            ["192.0.2.1"]
+        );
+    }
+    assert_eq!(
+        syncer.metrics().changes_applied.load(Ordering::Relaxed),
+        applied_first
+    );
+
+    // Routes change: the older route drops the contested name, the newer one takes it; a
+    // removed hostname disappears from DNS.
+    let text = CONFLICT_CLUSTER.replace(
+        "hostnames: [shop.example.com, only.example.com]",
+        "hostnames: [solo.example.com]",
+    );
+    std::fs::write(work.path().join("cluster.yaml"), text).unwrap();
+    let loaded = load_paths(&[work.path().to_path_buf()]).unwrap();
+    index.replace_all(loaded.into_iter().map(|l| l.object).collect());
+    syncer.sync_pass().await.unwrap();
+    assert_eq!(
+        dig::query(bind.addr(), "shop.example.com", "A", false).data("A"),
+        ["192.0.2.2"]
+    );
+    assert_eq!(ttl_of(&bind, "shop.example.com"), Some(120));
+    assert_eq!(
+        dig::query(bind.addr(), "solo.example.com", "A", false).data("A"),
+        ["192.0.2.1"]
+    );
+    assert!(
+        dig::query(bind.addr(), "only.example.com", "A", false)
+            .data("A")
+            .is_empty()
+    );
+}
