@@ -1343,7 +1343,9 @@ fn probe_target(container: &Container, probe: &Probe) -> (u16, bool, String) {
 }
 
 fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", relative(path)));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", relative(path)))
 }
 
 fn certs_for_service(install: &Install) -> impl FnOnce(&Path) + '_ {
