@@ -5,6 +5,7 @@
 pub mod apiserver;
 pub mod bind;
 pub mod dig;
+pub mod install;
 pub mod net;
 pub mod pdns;
 pub mod webhook;
