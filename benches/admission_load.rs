@@ -9,8 +9,9 @@
 //! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
 //! HTTP/1.1 on each connection).
 //!
-//! The workload is a parameter: [`Workload`] holds the handler and the reviews sent in turn.
-//! Replace `test_workload()` with the real decision over a large index to measure it.
+//! The workload is the real decision: the engine-backed handler over an index of 20k HTTPRoutes
+//! on 200 Gateways, sent a mix of reviews that are allowed, denied (a hostname another Gateway
+//! serves) and allowed with a warning (a hostname outside the listener).
 
 #[path = "../tests/support/webhook.rs"]
 #[allow(dead_code)]
@@ -24,7 +25,11 @@ use gateway_dns::webhook::{AdmissionHandler, Verdict};
 use hyper::http::{Method, StatusCode};
 use serde_json::Value;
 
-use webhook_support::{HttpsConnection, TestHandler, TestWebhook, client_tls_config, review};
+use webhook_support::{HttpsConnection, TestWebhook, client_tls_config};
+
+#[path = "support/synthetic.rs"]
+#[allow(dead_code)]
+mod synthetic;
 
 const WARMUP: Duration = Duration::from_millis(500);
 
@@ -35,21 +40,62 @@ struct Workload {
     reviews: Vec<Value>,
 }
 
-/// The stand-in decision: the test handler, with a mix of allowed, denied and warned reviews.
-fn test_workload() -> Workload {
-    let verdicts = ["allow", "allow", "deny", "warn:2"];
+const ROUTES: usize = 20_000;
+
+fn admission_review(uid: &str, route: &Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
+            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
+            "namespace": route["metadata"]["namespace"], "name": route["metadata"]["name"],
+            "operation": "CREATE", "userInfo": {"username": "bench"}, "object": route, "dryRun": false
+        }
+    })
+}
+
+/// The real decision over a large index, with allowed, denied and warned reviews in turn.
+fn engine_workload() -> Workload {
+    let index = gateway_dns::index::Index::new();
+    index.replace_all(synthetic::cluster(ROUTES));
+    let handler = gateway_dns::admission::EngineHandler::new(
+        index,
+        Arc::new(gateway_dns::metrics::Metrics::new()),
+    );
+    let reviews = (0..256)
+        .map(|k| {
+            // New routes (names past the cluster's), on the Gateway the generator picks.
+            let i = ROUTES + k;
+            let mut route = synthetic::route_value(i, ROUTES, "-new");
+            match k % 4 {
+                // Claims a name an existing route serves on another Gateway: denied.
+                0 => {
+                    route["spec"]["hostnames"][0] = Value::from(format!(
+                        "app{}.example.org",
+                        (k * 37) % ROUTES / 10 * 10 + 1
+                    ))
+                }
+                // Adds a name outside a wildcard listener: allowed with a warning.
+                1 => {
+                    route["spec"]["parentRefs"][0]["name"] = Value::from("gw10");
+                    route["spec"]["hostnames"] = serde_json::json!([
+                        format!("new{k}.zone10.example.com"),
+                        format!("new{k}.elsewhere.net")
+                    ]);
+                }
+                _ => {}
+            }
+            admission_review(&format!("bench-{k}"), &route)
+        })
+        .collect();
     Workload {
-        label: "TestHandler (allow/allow/deny/warn mix)".into(),
-        handler: Arc::new(TestHandler),
-        reviews: (0..256)
-            .map(|index| {
-                review(
-                    &format!("bench-{index}"),
-                    &format!("route-{index}"),
-                    verdicts[index % verdicts.len()],
-                )
-            })
-            .collect(),
+        label: format!(
+            "engine over {ROUTES} HTTPRoutes / {} Gateways (deny/warn/allow/allow mix)",
+            synthetic::GATEWAYS
+        ),
+        handler: Arc::new(handler),
+        reviews,
     }
 }
 
@@ -197,7 +243,7 @@ async fn drive(
 
 fn main() {
     let settings = Settings::from_env();
-    let workload = test_workload();
+    let workload = engine_workload();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -235,6 +281,16 @@ fn main() {
             mean_body
         );
 
+        let (mut allowed, mut denied, mut warned) = (0, 0, 0);
+        for review in &workload.reviews {
+            let verdict = workload.handler.handle(&review["request"]);
+            match (verdict.allowed, verdict.warnings.is_empty()) {
+                (false, _) => denied += 1,
+                (true, false) => warned += 1,
+                (true, true) => allowed += 1,
+            }
+        }
+        println!("answers: {allowed} allowed, {warned} allowed with warnings, {denied} denied");
         let baseline = drive(&webhook, "/baseline-allow", bodies.clone(), &settings).await;
         timed
             .recording
