@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::support::apiserver::ApiServer;
 use crate::support::dig;
 use crate::support::net::free_port;
-use crate::support::webhook::HttpsConnection;
+use crate::support::webhook::{HttpsConnection, examples_dir};
 
 /// The `serve` process, killed on drop.
 struct Serve {
@@ -28,13 +28,9 @@ impl Drop for Serve {
     }
 }
 
-fn examples() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
-
 /// The YAML documents of an example file, as JSON values.
 fn documents(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(examples().join("cluster").join(file)).unwrap();
+    let text = std::fs::read_to_string(examples_dir().join("cluster").join(file)).unwrap();
     serde_yaml_ng::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).unwrap())
         .filter(|value| !value.is_null())
@@ -69,15 +65,6 @@ where
         "timed out waiting for {what}; serve's log ends with:\n{}",
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
-}
-
-async fn review(connection: &mut HttpsConnection, file: &str) -> Value {
-    let text = std::fs::read_to_string(examples().join("admission").join(file)).unwrap();
-    let (status, body) = connection
-        .post_review(&serde_json::from_str(&text).unwrap())
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["response"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +134,7 @@ async fn serve_on_the_cluster_source_denies_then_allows_as_the_api_changes() {
     )
     .await
     .unwrap();
-    let b2 = review(&mut connection, "b2-conflict.json").await;
+    let b2 = connection.example_review("b2-conflict.json").await;
     assert_eq!(b2["allowed"], false, "{b2}");
     assert_eq!(
         b2["status"]["details"]["causes"][0]["reason"],
@@ -164,6 +151,6 @@ async fn serve_on_the_cluster_source_denies_then_allows_as_the_api_changes() {
         || async { answer(dns, "b.example.com").await == ["203.0.113.20"] },
     )
     .await;
-    let b2 = review(&mut connection, "b2-conflict.json").await;
+    let b2 = connection.example_review("b2-conflict.json").await;
     assert_eq!(b2["allowed"], true, "{b2}");
 }

@@ -12,12 +12,11 @@ use gateway_dns::index::Index;
 use gateway_dns::source::files::load_paths;
 use gateway_dns::sync::desired::EngineDesired;
 use gateway_dns::sync::{SyncConfig, Syncer};
-use serde_json::Value;
 
 use crate::support::bind::Bind;
 use crate::support::dig;
 use crate::support::net::{free_port, wait_until};
-use crate::support::webhook::HttpsConnection;
+use crate::support::webhook::{HttpsConnection, examples_dir};
 
 /// The `serve` process, killed on drop.
 struct Serve {
@@ -39,28 +38,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn examples() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
-
 fn answer(port: u16, name: &str) -> Vec<String> {
     dig::query(([127, 0, 0, 1], port).into(), name, "A", false).data("A")
-}
-
-async fn review(connection: &mut HttpsConnection, file: &str) -> Value {
-    let text = std::fs::read_to_string(examples().join("admission").join(file)).unwrap();
-    let (status, body) = connection
-        .post_review(&serde_json::from_str(&text).unwrap())
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["response"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
     let work = tempfile::tempdir().unwrap();
     let manifests = work.path().join("cluster");
-    copy_dir(&examples().join("cluster"), &manifests);
+    copy_dir(&examples_dir().join("cluster"), &manifests);
     let (https, dns, metrics) = (free_port(), free_port(), free_port());
     let ca = work.path().join("certs/ca.crt");
     let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
@@ -104,7 +90,7 @@ async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
         HttpsConnection::connect(addr, &ca_pem, "gateway-dns.gateway-dns-system.svc")
             .await
             .unwrap();
-    let b2 = review(&mut connection, "b2-conflict.json").await;
+    let b2 = connection.example_review("b2-conflict.json").await;
     assert_eq!(b2["allowed"], false, "{b2}");
     assert_eq!(
         b2["status"]["details"]["causes"][0]["reason"],
@@ -125,7 +111,7 @@ async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
         Duration::from_secs(30),
         || answer(dns, "b.example.com") == ["203.0.113.20"],
     );
-    let b2 = review(&mut connection, "b2-conflict.json").await;
+    let b2 = connection.example_review("b2-conflict.json").await;
     assert_eq!(b2["allowed"], true, "{b2}");
 }
 

@@ -414,3 +414,22 @@ impl Drop for TestWebhook {
         self.task.abort();
     }
 }
+
+/// The repository's `examples/` directory.
+pub fn examples_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+impl HttpsConnection {
+    /// POSTs `examples/admission/<file>` and returns the review's `response` (asserting HTTP 200).
+    pub async fn example_review(&mut self, file: &str) -> Value {
+        let path = examples_dir().join("admission").join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (status, body) = self
+            .post_review(&serde_json::from_str(&text).unwrap())
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["response"].clone()
+    }
+}
