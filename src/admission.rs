@@ -275,6 +275,17 @@ pub fn verdict(decision: &Decision) -> crate::webhook::Verdict {
 }
 
 impl crate::webhook::AdmissionHandler for EngineHandler {
+    /// Routes cost O(their names) against the index; DELETE costs nothing. Gateway and
+    /// ListenerSet changes re-evaluate every attached route, so they go to the blocking pool.
+    fn is_quick(&self, request: &Value) -> bool {
+        let operation = request.get("operation").and_then(Value::as_str);
+        let kind = request.pointer("/kind/kind").and_then(Value::as_str);
+        operation == Some("DELETE")
+            || kind
+                .and_then(crate::model::ObjectKind::from_kind_name)
+                .is_some_and(|k| k.is_route())
+    }
+
     fn handle(&self, request: &Value) -> crate::webhook::Verdict {
         let snapshot = self.index.snapshot();
         let decision = decide(&snapshot, request);
@@ -291,5 +302,25 @@ impl crate::webhook::AdmissionHandler for EngineHandler {
             }
         }
         verdict(&decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhook::AdmissionHandler;
+    use serde_json::json;
+
+    #[test]
+    fn routes_and_deletes_are_quick_parents_are_not() {
+        let handler = EngineHandler::new(crate::index::Index::new(), Default::default());
+        let request =
+            |operation: &str, kind: &str| json!({"operation": operation, "kind": {"kind": kind}});
+        assert!(handler.is_quick(&request("CREATE", "HTTPRoute")));
+        assert!(handler.is_quick(&request("UPDATE", "UDPRoute")));
+        assert!(handler.is_quick(&request("DELETE", "Gateway")));
+        assert!(!handler.is_quick(&request("UPDATE", "Gateway")));
+        assert!(!handler.is_quick(&request("CREATE", "ListenerSet")));
+        assert!(!handler.is_quick(&json!({"operation": "CREATE"})));
     }
 }

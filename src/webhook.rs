@@ -15,9 +15,16 @@ pub const MAX_WARNINGS_BYTES: usize = 4096;
 /// by test doubles.
 pub trait AdmissionHandler: Send + Sync + 'static {
     /// `request` is the AdmissionReview's `request` member, already checked to be an object with
-    /// a string `uid`. Called on a blocking-capable thread; must not block for long: the server
+    /// a string `uid`. Called on the blocking pool (or, when [`Self::is_quick`], on the request's
+    /// own task); must not block for long: the server
     /// answers "allowed" with an `EvaluationTimeout` warning once the admission deadline passes.
     fn handle(&self, request: &Value) -> Verdict;
+
+    /// True when deciding `request` is quick and bounded (microseconds): the server then runs
+    /// it on the request's own task instead of the blocking pool. Default: not quick.
+    fn is_quick(&self, _request: &Value) -> bool {
+        false
+    }
 }
 
 impl<F> AdmissionHandler for F

@@ -403,6 +403,50 @@ async fn a_panicking_handler_is_answered_allowed_and_the_connection_survives() {
     assert_eq!(body["response"]["allowed"], false);
 }
 
+/// The test handler, declared quick: the server runs it on the request's own task.
+struct QuickHandler;
+
+impl AdmissionHandler for QuickHandler {
+    fn handle(&self, request: &Value) -> gateway_dns::webhook::Verdict {
+        TestHandler.handle(request)
+    }
+    fn is_quick(&self, _request: &Value) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_quick_handler_runs_inline_with_the_same_answers_and_panic_safety() {
+    let webhook = TestWebhook::start(Arc::new(QuickHandler), WebhookOptions::default()).await;
+    let mut connection = webhook.connect().await;
+    let (_, denied) = connection.post_review(&review("q1", "web", "deny")).await;
+    assert_eq!(denied["response"]["allowed"], false);
+    let (_, warned) = connection.post_review(&review("q2", "web", "warn:2")).await;
+    assert_eq!(
+        warned["response"]["warnings"].as_array().map(Vec::len),
+        Some(2)
+    );
+    let (status, body) = connection.post_review(&review("q3", "web", "panic")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["response"]["uid"], "q3");
+    assert_eq!(body["response"]["allowed"], true);
+    assert_eq!(
+        warnings(&body),
+        ["EvaluationError: gateway-dns failed while evaluating this object; allowed"]
+    );
+    assert_eq!(
+        webhook
+            .metrics
+            .evaluation_errors(EvaluationErrorKind::Panic),
+        1
+    );
+    let (_, body) = connection.post_review(&review("q4", "web", "allow")).await;
+    assert_eq!(
+        body["response"]["allowed"], true,
+        "the connection survives the panic"
+    );
+}
+
 #[tokio::test]
 async fn requests_beyond_the_concurrency_limit_are_allowed_with_a_warning() {
     let options = WebhookOptions {
