@@ -129,6 +129,10 @@ struct TimedHandler {
 }
 
 impl AdmissionHandler for TimedHandler {
+    fn is_quick(&self, request: &Value) -> bool {
+        self.inner.is_quick(request)
+    }
+
     fn handle(&self, request: &Value) -> Verdict {
         let started = Instant::now();
         let verdict = self.inner.handle(request);
