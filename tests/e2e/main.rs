@@ -12,6 +12,7 @@ mod dns_pdns;
 mod kube_serve;
 mod kube_source;
 mod leader;
+mod replicas;
 mod serve;
 mod tls;
 mod webhook;
