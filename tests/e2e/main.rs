@@ -13,6 +13,7 @@ mod install;
 mod kube_serve;
 mod kube_source;
 mod leader;
+mod replicas;
 mod serve;
 mod tls;
 mod webhook;
