@@ -42,6 +42,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     let mut tasks = tokio::task::JoinSet::new();
 
     // The source, and a receiver that turns true after its first full sync.
+    let kube_source: Option<Arc<crate::source::kube::KubeSource>>;
     let (synced, kube_client, initial_snapshot) = match &args.manifests {
         Some(dir) => {
             let paths = vec![dir.clone()];
@@ -56,6 +57,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
                 MANIFEST_POLL,
                 synced_tx,
             ));
+            kube_source = None;
             (synced_rx, None, Some(initial))
         }
         None => {
@@ -66,10 +68,14 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
                 discovery_interval: args.discovery_interval,
                 ..crate::source::kube::Config::default()
             };
-            let source =
-                crate::source::kube::KubeSource::spawn(client.clone(), index.clone(), config);
+            let source = Arc::new(crate::source::kube::KubeSource::spawn(
+                client.clone(),
+                index.clone(),
+                config,
+            ));
             let ready = source.ready();
             let metrics = metrics.clone();
+            kube_source = Some(source.clone());
             // Keep the source alive and export its staleness.
             tasks.spawn(async move {
                 loop {
@@ -98,6 +104,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             Arc::new(EngineDesired::new(index.clone())),
             sync_config,
         );
+        let mut leader = None;
         if let (Some(client), true) = (&kube_client, args.leader_election) {
             let identity = std::env::var("POD_NAME")
                 .or_else(|_| std::env::var("HOSTNAME"))
@@ -109,13 +116,16 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             );
             let election = crate::leader::LeaderElection::spawn(client.clone(), leader_config)
                 .context("starting leader election")?;
-            syncer = syncer.with_write_gate(election.is_leader());
+            leader = Some(election.is_leader());
             tasks.spawn(async move {
                 // Keep the election alive for the life of the process.
                 let _election = election;
                 std::future::pending::<()>().await;
                 Ok(())
             });
+        }
+        if let Some(source) = &kube_source {
+            syncer = syncer.with_write_gate(write_gate(leader, source.clone()));
         }
         tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
         let syncer = Arc::new(syncer);
@@ -196,6 +206,40 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             Err(err) => Err(err).context("a serving task failed"),
         },
     }
+}
+
+/// How often the write gate looks at the source's health between leadership changes.
+const GATE_POLL: Duration = Duration::from_millis(250);
+
+/// Open while this replica may write DNS: it holds the Lease (when there is an election) and its
+/// cluster source is in sync. Leadership changes pass through at once; source health is polled.
+pub fn write_gate(
+    mut leader: Option<watch::Receiver<bool>>,
+    source: Arc<crate::source::kube::KubeSource>,
+) -> watch::Receiver<bool> {
+    let (gate, open) = watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+            let should_open = leading && source.in_sync();
+            gate.send_if_modified(|current| std::mem::replace(current, should_open) != should_open);
+            let leadership_changed = async {
+                match leader.as_mut() {
+                    Some(l) => l.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                alive = leadership_changed => if !alive {
+                    gate.send_replace(false);
+                    return;
+                },
+                () = tokio::time::sleep(GATE_POLL) => {}
+                () = gate.closed() => return,
+            }
+        }
+    });
+    open
 }
 
 /// The managed zones: `--zone`, or for the embedded server alone, inferred from the records the

@@ -189,6 +189,17 @@ impl KubeSource {
         *self.shared.ready.borrow()
     }
 
+    /// Every served kind has completed a list and none of their watches is failing right now:
+    /// the index mirrors the API server. DNS writes wait for this, so a replica whose watches
+    /// just broke (or that just took the Lease after a partition) never deletes records on the
+    /// strength of a stale index.
+    pub fn in_sync(&self) -> bool {
+        *self.shared.ready.borrow()
+            && lock(&self.shared.status)
+                .values()
+                .all(|s| s.version.is_none() || (s.synced && s.failing_since.is_none()))
+    }
+
     pub fn status(&self) -> Vec<KindStatus> {
         lock(&self.shared.status).values().cloned().collect()
     }

@@ -437,6 +437,10 @@ async fn a_broken_watch_keeps_the_last_state_reports_staleness_and_recovers() {
         "the last good state is still served"
     );
     assert!(source.is_ready(), "readiness stays once synced");
+    assert!(
+        !source.in_sync(),
+        "a failing watch closes the DNS write gate"
+    );
     // Other kinds are unaffected.
     server
         .create(route(
@@ -462,6 +466,10 @@ async fn a_broken_watch_keeps_the_last_state_reports_staleness_and_recovers() {
             .staleness(Instant::now())
             == Duration::ZERO)
         .await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || source.in_sync()).await,
+        "back in sync: DNS writes may resume"
     );
 }
 

@@ -77,7 +77,7 @@ struct Replica {
     /// Cleared when the replica crashes: a dead process is no leader, whatever its last flag.
     alive: Arc<AtomicBool>,
     election: Option<LeaderElection>,
-    source: Option<KubeSource>,
+    source: Option<Arc<KubeSource>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -86,7 +86,7 @@ impl Replica {
         // One client per replica, named so the double can partition it alone.
         let client = server.client_named(name).await;
         let index = Index::new();
-        let source = KubeSource::spawn(
+        let source = Arc::new(KubeSource::spawn(
             client.clone(),
             index.clone(),
             SourceConfig {
@@ -96,7 +96,7 @@ impl Replica {
                 recheck_after: Duration::from_secs(2),
                 ..SourceConfig::default()
             },
-        );
+        ));
         let election = LeaderElection::spawn(
             client,
             LeaderConfig {
@@ -120,7 +120,11 @@ impl Replica {
                 Arc::new(EngineDesired::new(index.clone())),
                 config,
             )
-            .with_write_gate(election.is_leader()),
+            // The gate `serve` uses: the Lease, and a cluster source in sync.
+            .with_write_gate(gateway_dns::serve::write_gate(
+                Some(election.is_leader()),
+                source.clone(),
+            )),
         );
         let metrics = syncer.metrics();
 
@@ -175,7 +179,7 @@ impl Replica {
     }
 
     fn is_ready(&self) -> bool {
-        self.source.as_ref().is_some_and(KubeSource::is_ready)
+        self.source.as_ref().is_some_and(|s| s.is_ready())
     }
 
     /// Whether this replica's own index and engine would publish `host`.
