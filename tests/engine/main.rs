@@ -12,4 +12,5 @@ mod index;
 mod objects;
 mod props;
 mod rules;
+mod schema;
 mod unit_cases;
