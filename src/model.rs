@@ -332,7 +332,7 @@ pub struct GatewayRef {
 }
 
 /// Accepted condition, as the controller reported it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Acceptance {
     Accepted,
     Rejected,
@@ -348,15 +348,25 @@ pub struct ListenerSet {
     pub accepted: Option<Acceptance>,
 }
 
-/// A route's parentRef with defaults applied.
+/// A route's parentRef with defaults applied, and what the route's status says of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentRef {
-    pub group: Box<str>,
-    pub kind: Box<str>,
+    /// Shared, not copied, for the common group and kinds (most routes name them).
+    pub group: Arc<str>,
+    pub kind: Arc<str>,
     pub namespace: Box<str>,
     pub name: Box<str>,
     pub section_name: Option<Box<str>>,
     pub port: Option<i32>,
+    /// The `status.parents` entry for this exact reference (same parent and sectionName), if any.
+    pub status: Option<ParentStatus>,
+}
+
+/// The Accepted condition a controller reported for one parentRef.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParentStatus {
+    pub accepted: Acceptance,
+    pub observed_generation: Option<i64>,
 }
 
 impl ParentRef {
@@ -382,20 +392,12 @@ impl ParentRef {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouteParentStatus {
-    pub parent: ParentRef,
-    pub accepted: Acceptance,
-    pub observed_generation: Option<i64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub kind: ObjectKind,
     pub meta: Meta,
     /// `spec.hostnames` as written (validated by the engine, which reports invalid ones).
     pub hostnames: Box<[Box<str>]>,
     pub parent_refs: Box<[ParentRef]>,
-    pub status_parents: Box<[RouteParentStatus]>,
 }
 
 impl Route {
@@ -412,14 +414,11 @@ impl Route {
                 .iter()
                 .map(|p| {
                     std::mem::size_of::<ParentRef>()
-                        + p.group.len()
-                        + p.kind.len()
                         + p.namespace.len()
                         + p.name.len()
                         + p.section_name.as_ref().map_or(0, |s| s.len())
                 })
                 .sum::<usize>()
-            + self.status_parents.len() * std::mem::size_of::<RouteParentStatus>()
     }
 }
 
@@ -958,14 +957,23 @@ mod raw {
         })
     }
 
+    /// One allocation each for the group and kinds nearly every parentRef names.
+    fn shared(text: Option<String>, default: &'static str) -> Arc<str> {
+        thread_local! {
+            static COMMON: [Arc<str>; 3] =
+                [GATEWAY_GROUP.into(), "Gateway".into(), "ListenerSet".into()];
+        }
+        let text = text.filter(|t| !t.is_empty());
+        let wanted = text.as_deref().unwrap_or(default);
+        COMMON
+            .with(|common| common.iter().find(|c| &***c == wanted).cloned())
+            .unwrap_or_else(|| wanted.into())
+    }
+
     fn parent_ref(raw: RawParentRef, route_namespace: &str) -> ParentRef {
         ParentRef {
-            group: raw
-                .group
-                .filter(|g| !g.is_empty())
-                .unwrap_or_else(|| GATEWAY_GROUP.to_owned())
-                .into(),
-            kind: raw.kind.unwrap_or_else(|| "Gateway".to_owned()).into(),
+            group: shared(raw.group, GATEWAY_GROUP),
+            kind: shared(raw.kind, "Gateway"),
             namespace: raw
                 .namespace
                 .unwrap_or_else(|| route_namespace.to_owned())
@@ -973,6 +981,7 @@ mod raw {
             name: raw.name.into(),
             section_name: raw.section_name.filter(|s| !s.is_empty()).map(Into::into),
             port: raw.port,
+            status: None,
         }
     }
 
@@ -987,22 +996,33 @@ mod raw {
         } else {
             Box::default()
         };
-        let parent_refs = spec
-            .parent_refs
-            .into_iter()
-            .map(|p| parent_ref(p, &meta.namespace))
-            .collect();
-        let status_parents = status
+        // Status entries for parents no longer in spec are stale: only those that match a
+        // spec parentRef (same parent and sectionName) are kept, on that parentRef.
+        let statuses: Vec<ParentRef> = status
             .parents
             .into_iter()
             .map(|s| {
                 let (accepted, observed_generation) =
                     accepted(&s.conditions).unwrap_or((Acceptance::Unknown, None));
-                RouteParentStatus {
-                    parent: parent_ref(s.parent_ref, &meta.namespace),
-                    accepted,
-                    observed_generation,
+                ParentRef {
+                    status: Some(ParentStatus {
+                        accepted,
+                        observed_generation,
+                    }),
+                    ..parent_ref(s.parent_ref, &meta.namespace)
                 }
+            })
+            .collect();
+        let parent_refs = spec
+            .parent_refs
+            .into_iter()
+            .map(|p| {
+                let mut parent = parent_ref(p, &meta.namespace);
+                parent.status = statuses
+                    .iter()
+                    .find(|s| s.same_parent(&parent) && s.section_name == parent.section_name)
+                    .and_then(|s| s.status);
+                parent
             })
             .collect();
         Ok(Route {
@@ -1010,7 +1030,6 @@ mod raw {
             meta,
             hostnames,
             parent_refs,
-            status_parents,
         })
     }
 }

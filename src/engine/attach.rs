@@ -501,9 +501,7 @@ fn attach_parent<'w>(
 /// In `status` mode a parent counts only when the route's status says Accepted=True; in `spec`
 /// mode a parent is dropped only when the status says Accepted=False for the current generation.
 fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef) -> bool {
-    let status = route.status_parents.iter().find(|s| {
-        s.parent.same_parent(parent_ref) && s.parent.section_name == parent_ref.section_name
-    });
+    let status = parent_ref.status.as_ref();
     match cfg.attachment {
         AttachmentMode::Status => status.is_some_and(|s| s.accepted == Acceptance::Accepted),
         AttachmentMode::Spec => !status.is_some_and(|s| {
@@ -636,6 +634,9 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
     findings.sort();
     findings.dedup();
+    // Evaluations live in the index for every route: no spare capacity.
+    claims.shrink_to_fit();
+    findings.shrink_to_fit();
     RouteEval {
         claims,
         findings,
