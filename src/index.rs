@@ -40,7 +40,7 @@ pub struct Snapshot {
     /// Gateway `namespace/name` → ListenerSets (`namespace/name`) whose parentRef names it.
     listener_sets_by_gateway: OrdMap<Box<str>, OrdSet<Box<str>>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
-    claims: OrdMap<Arc<str>, Vec<RouteId>>,
+    claims: OrdMap<Arc<str>, Claimants>,
 }
 
 fn ns_name(namespace: &str, name: &str) -> Box<str> {
@@ -119,7 +119,7 @@ impl Snapshot {
 
     /// Routes claiming a DNS name (sorted by key).
     pub fn claimants(&self, name: &str) -> &[RouteId] {
-        self.claims.get(name).map_or(&[], Vec::as_slice)
+        self.claims.get(name).map_or(&[], Claimants::as_slice)
     }
 
     /// Every DNS name some route claims (in name order), with its claimants.
@@ -450,11 +450,18 @@ impl Snapshot {
             if new.names().any(|n| n == name) {
                 continue;
             }
-            if let Some(claimants) = self.claims.get_mut(name) {
-                claimants.retain(|c| c != id);
-                if claimants.is_empty() {
+            let remaining = self
+                .claims
+                .get_key_value(name)
+                .map(|(key, claimants)| (key.clone(), claimants.without(id)));
+            match remaining {
+                Some((key, Some(rest))) => {
+                    self.claims.insert(key, rest);
+                }
+                Some((_, None)) => {
                     self.claims.remove(name);
                 }
+                None => {}
             }
         }
         let mut last: Option<&Arc<str>> = None;
@@ -464,10 +471,54 @@ impl Snapshot {
                 continue;
             }
             last = Some(&claim.name);
-            let claimants = self.claims.entry(claim.name.clone()).or_default();
-            if let Err(pos) = claimants.binary_search(id) {
-                claimants.insert(pos, id.clone());
+            let claimants = match self.claims.get(&*claim.name) {
+                Some(existing) => existing.with(id),
+                None => Claimants::One(id.clone()),
+            };
+            self.claims.insert(claim.name.clone(), claimants);
+        }
+    }
+}
+
+/// The routes claiming one name, sorted. Nearly every name has one claimant, kept inline.
+#[derive(Clone, Debug)]
+enum Claimants {
+    One(RouteId),
+    Many(Arc<[RouteId]>),
+}
+
+impl Claimants {
+    fn as_slice(&self) -> &[RouteId] {
+        match self {
+            Claimants::One(id) => std::slice::from_ref(id),
+            Claimants::Many(ids) => ids,
+        }
+    }
+
+    fn with(&self, id: &RouteId) -> Claimants {
+        let ids = self.as_slice();
+        match ids.binary_search(id) {
+            Ok(_) => self.clone(),
+            Err(pos) => {
+                let mut all = ids.to_vec();
+                all.insert(pos, id.clone());
+                Claimants::Many(all.into())
             }
+        }
+    }
+
+    /// Without `id`; None when nothing is left.
+    fn without(&self, id: &RouteId) -> Option<Claimants> {
+        let rest: Vec<RouteId> = self
+            .as_slice()
+            .iter()
+            .filter(|c| *c != id)
+            .cloned()
+            .collect();
+        match rest.len() {
+            0 => None,
+            1 => rest.into_iter().next().map(Claimants::One),
+            _ => Some(Claimants::Many(rest.into())),
         }
     }
 }
