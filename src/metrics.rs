@@ -275,8 +275,16 @@ impl LabeledCounters {
             .values
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
-        *values.entry(key).or_insert(0) += by;
+        // On the request path: find the series without allocating; allocate only a new one.
+        let existing = values
+            .iter_mut()
+            .find(|(key, _)| key.iter().map(String::as_str).eq(labels.iter().copied()));
+        match existing {
+            Some((_, value)) => *value += by,
+            None => {
+                values.insert(labels.iter().map(|label| label.to_string()).collect(), by);
+            }
+        }
     }
 
     fn get(&self, labels: &[&str]) -> u64 {

@@ -399,8 +399,15 @@ async fn evaluate(
     deadline_at: TokioInstant,
     deadline: Duration,
 ) -> Verdict {
-    let slot = tokio::time::timeout_at(deadline_at, state.evaluation_slots.clone().acquire_owned());
-    let permit = match slot.await {
+    // A free slot is the common case: take it without arming a timer.
+    let slot = match state.evaluation_slots.clone().try_acquire_owned() {
+        Ok(permit) => Ok(Ok(permit)),
+        Err(_) => {
+            tokio::time::timeout_at(deadline_at, state.evaluation_slots.clone().acquire_owned())
+                .await
+        }
+    };
+    let permit = match slot {
         Ok(Ok(permit)) => permit,
         // Timed out waiting (a closed semaphore cannot happen: we never close it).
         Ok(Err(_)) | Err(_) => {
