@@ -27,7 +27,7 @@ pub const MODE_LABEL: &str = "gateway-dns.io/mode";
 pub fn annotation<'a>(annotations: &'a StringMap, name: &str) -> Option<&'a str> {
     ANNOTATION_PREFIXES
         .iter()
-        .find_map(|prefix| annotations.get(&format!("{prefix}{name}")))
+        .find_map(|prefix| annotations.get_joined(prefix, name))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
