@@ -263,37 +263,61 @@ impl Histogram {
     }
 }
 
-/// Counters keyed by label values (in the order of the label names given at render time).
-#[derive(Debug, Default)]
-struct LabeledCounters {
-    values: Mutex<BTreeMap<Vec<String>, u64>>,
+/// A metric value kind: what `# TYPE` says of it.
+trait SeriesValue: Copy + Default + std::fmt::Display {
+    const TYPE: &'static str;
 }
 
-impl LabeledCounters {
-    fn inc(&self, labels: &[&str], by: u64) {
+impl SeriesValue for u64 {
+    const TYPE: &'static str = "counter";
+}
+
+impl SeriesValue for f64 {
+    const TYPE: &'static str = "gauge";
+}
+
+/// Series keyed by label values (in the order of the label names given at render time).
+#[derive(Debug, Default)]
+struct Labeled<V> {
+    values: Mutex<BTreeMap<Vec<String>, V>>,
+}
+
+type LabeledCounters = Labeled<u64>;
+type LabeledGauges = Labeled<f64>;
+
+impl<V: SeriesValue> Labeled<V> {
+    /// Updates one series; on the request path, so the series is found without allocating
+    /// and only a new one allocates its key.
+    fn update(&self, labels: &[&str], change: impl FnOnce(&mut V)) {
         let mut values = self
             .values
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // On the request path: find the series without allocating; allocate only a new one.
         let existing = values
             .iter_mut()
             .find(|(key, _)| key.iter().map(String::as_str).eq(labels.iter().copied()));
         match existing {
-            Some((_, value)) => *value += by,
+            Some((_, value)) => change(value),
             None => {
-                values.insert(labels.iter().map(|label| label.to_string()).collect(), by);
+                let mut value = V::default();
+                change(&mut value);
+                values.insert(
+                    labels.iter().map(|label| label.to_string()).collect(),
+                    value,
+                );
             }
         }
     }
 
-    fn get(&self, labels: &[&str]) -> u64 {
+    fn get(&self, labels: &[&str]) -> V {
         let values = self
             .values
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
-        values.get(&key).copied().unwrap_or(0)
+        values
+            .iter()
+            .find(|(key, _)| key.iter().map(String::as_str).eq(labels.iter().copied()))
+            .map_or_else(V::default, |(_, value)| *value)
     }
 
     fn render(
@@ -304,7 +328,7 @@ impl LabeledCounters {
         label_names: &[&str],
     ) -> Result<(), Error> {
         writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} counter")?;
+        writeln!(out, "# TYPE {name} {}", V::TYPE)?;
         let values = self
             .values
             .lock()
@@ -320,43 +344,15 @@ impl LabeledCounters {
     }
 }
 
-/// Gauges keyed by label values.
-#[derive(Debug, Default)]
-struct LabeledGauges {
-    values: Mutex<BTreeMap<Vec<String>, f64>>,
+impl Labeled<u64> {
+    fn inc(&self, labels: &[&str], by: u64) {
+        self.update(labels, |value| *value += by);
+    }
 }
 
-impl LabeledGauges {
-    fn set(&self, labels: &[&str], value: f64) {
-        let mut values = self
-            .values
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let key: Vec<String> = labels.iter().map(|label| label.to_string()).collect();
-        values.insert(key, value);
-    }
-
-    fn render(
-        &self,
-        out: &mut String,
-        name: &str,
-        help: &str,
-        label_names: &[&str],
-    ) -> Result<(), Error> {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} gauge")?;
-        let values = self
-            .values
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (label_values, value) in values.iter() {
-            writeln!(
-                out,
-                "{name}{} {value}",
-                label_set(label_names, label_values)
-            )?;
-        }
-        Ok(())
+impl Labeled<f64> {
+    fn set(&self, labels: &[&str], to: f64) {
+        self.update(labels, |value| *value = to);
     }
 }
 

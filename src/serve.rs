@@ -314,7 +314,11 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
     })
 }
 
-/// Readiness and cache gauges follow the index and the source.
+/// How often the cache gauges may be recomputed (counting routes walks the index).
+const GAUGE_REFRESH: Duration = Duration::from_secs(1);
+
+/// Readiness follows the source's first sync; cache gauges follow the index, at most once per
+/// [`GAUGE_REFRESH`] so a burst of changes costs one count, not one per change.
 fn spawn_index_watchers(
     tasks: &mut tokio::task::JoinSet<Result<()>>,
     index: &Index,
@@ -322,23 +326,26 @@ fn spawn_index_watchers(
     readiness: &Arc<Readiness>,
     mut synced: watch::Receiver<bool>,
 ) {
-    let (index, metrics, readiness) = (index.clone(), metrics.clone(), readiness.clone());
+    let readiness = readiness.clone();
+    tasks.spawn(async move {
+        wait_synced(&mut synced).await?;
+        readiness.set_sources_synced(true);
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    let (index, metrics) = (index.clone(), metrics.clone());
     tasks.spawn(async move {
         let mut changes = index.subscribe();
         loop {
-            if *synced.borrow_and_update() {
-                readiness.set_sources_synced(true);
-            }
             let snapshot = index.snapshot();
             for kind in ObjectKind::ALL {
                 metrics.set_cache_objects(kind.kind(), snapshot.len_of(kind) as u64);
             }
-            tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return Ok(()) },
-                changed = synced.changed(), if !readiness.is_sources_synced() => {
-                    if changed.is_err() { bail!("the source stopped before its first sync") }
-                }
+            drop(snapshot);
+            if changes.changed().await.is_err() {
+                return Ok(());
             }
+            tokio::time::sleep(GAUGE_REFRESH).await;
         }
     });
 }
