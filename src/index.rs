@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
 
-use crate::engine::attach::{World, evaluate_route};
+use crate::engine::attach::{Origin, World, evaluate_route, origin_of};
 use crate::engine::{Config, RouteEval};
 use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
 
@@ -26,13 +26,27 @@ pub struct RouteEntry {
     pub eval: Arc<RouteEval>,
 }
 
+/// A Gateway with the origin its directly attached routes share.
+#[derive(Clone, Debug)]
+struct GatewayEntry {
+    gateway: Arc<Gateway>,
+    origin: Arc<Origin>,
+}
+
+impl GatewayEntry {
+    fn new(gateway: Arc<Gateway>) -> GatewayEntry {
+        let origin = Arc::new(origin_of(&gateway, None));
+        GatewayEntry { gateway, origin }
+    }
+}
+
 /// A consistent, immutable view of everything the engine reads.
 #[derive(Clone)]
 pub struct Snapshot {
     cfg: Arc<Config>,
     namespaces: OrdMap<Box<str>, Arc<Namespace>>,
     /// Keyed by `namespace/name`.
-    gateways: OrdMap<Box<str>, Arc<Gateway>>,
+    gateways: OrdMap<Box<str>, GatewayEntry>,
     listener_sets: OrdMap<Box<str>, Arc<ListenerSet>>,
     routes: OrdMap<RouteId, RouteEntry>,
     /// `Kind/namespace/name` of a parent → routes whose spec.parentRefs name it.
@@ -56,7 +70,15 @@ impl World for Snapshot {
         self.namespaces.get(name).map(|ns| &**ns)
     }
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>> {
-        self.gateways.get(&*ns_name(namespace, name))
+        self.gateways
+            .get(&*ns_name(namespace, name))
+            .map(|entry| &entry.gateway)
+    }
+    fn gateway_origin(&self, gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
+        self.gateways
+            .get(&*ns_name(&gateway.meta.namespace, &gateway.meta.name))
+            .filter(|entry| Arc::ptr_eq(&entry.gateway, gateway))
+            .map(|entry| entry.origin.clone())
     }
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>> {
         self.listener_sets.get(&*ns_name(namespace, name))
@@ -88,6 +110,7 @@ impl Snapshot {
             }
         }
         for route in routes {
+            let route = snap.cfg.trim_route(route);
             let id: RouteId = Arc::new(route.key());
             snap.link_parents(&id, &route);
             let eval = Arc::new(RouteEval::default());
@@ -110,7 +133,7 @@ impl Snapshot {
     }
 
     pub fn gateways(&self) -> impl Iterator<Item = &Arc<Gateway>> {
-        self.gateways.values()
+        self.gateways.values().map(|entry| &entry.gateway)
     }
 
     pub fn listener_sets(&self) -> impl Iterator<Item = &Arc<ListenerSet>> {
@@ -140,7 +163,7 @@ impl Snapshot {
 
     pub fn contains(&self, key: &ObjectKey) -> bool {
         match key.kind {
-            ObjectKind::Namespace => self.namespaces.contains_key(key.name.as_str()),
+            ObjectKind::Namespace => self.namespaces.contains_key(&*key.name),
             ObjectKind::Gateway => self
                 .gateways
                 .contains_key(&*ns_name(&key.namespace, &key.name)),
@@ -180,7 +203,7 @@ impl Snapshot {
         let affected = self.affected_routes(key);
         match key.kind {
             ObjectKind::Namespace => {
-                self.namespaces.remove(key.name.as_str());
+                self.namespaces.remove(&*key.name);
             }
             ObjectKind::Gateway => {
                 self.gateways.remove(&*ns_name(&key.namespace, &key.name));
@@ -212,8 +235,7 @@ impl Snapshot {
                 .map(|o| ObjectKey::new(kind, "", &o.meta.name))
                 .collect(),
             ObjectKind::Gateway => self
-                .gateways
-                .values()
+                .gateways()
                 .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
                 .collect(),
             ObjectKind::ListenerSet => self
@@ -235,6 +257,10 @@ impl Snapshot {
         }
         // A relist mostly repeats what is stored: only changed objects cost a re-evaluation.
         for object in objects.into_iter().filter(|o| o.kind() == kind) {
+            let object = match object {
+                Object::Route(route) => Object::Route(self.cfg.trim_route(route)),
+                other => other,
+            };
             if !self.holds_same(&object) {
                 self.apply(object);
             }
@@ -245,11 +271,10 @@ impl Snapshot {
     fn holds_same(&self, object: &Object) -> bool {
         match object {
             Object::Namespace(ns) => self.namespaces.get(&*ns.meta.name) == Some(ns),
-            Object::Gateway(gw) => {
-                self.gateways
-                    .get(&*ns_name(&gw.meta.namespace, &gw.meta.name))
-                    == Some(gw)
-            }
+            Object::Gateway(gw) => self
+                .gateways
+                .get(&*ns_name(&gw.meta.namespace, &gw.meta.name))
+                .is_some_and(|entry| entry.gateway == *gw),
             Object::ListenerSet(ls) => {
                 self.listener_sets
                     .get(&*ns_name(&ls.meta.namespace, &ls.meta.name))
@@ -269,8 +294,10 @@ impl Snapshot {
                 self.namespaces.insert(ns.meta.name.clone(), ns);
             }
             Object::Gateway(gw) => {
-                self.gateways
-                    .insert(ns_name(&gw.meta.namespace, &gw.meta.name), gw);
+                self.gateways.insert(
+                    ns_name(&gw.meta.namespace, &gw.meta.name),
+                    GatewayEntry::new(gw),
+                );
             }
             Object::ListenerSet(ls) => {
                 let id = ns_name(&ls.meta.namespace, &ls.meta.name);
@@ -299,6 +326,7 @@ impl Snapshot {
     /// Inserts or replaces a route: evaluates it, then updates only what changed (parent links,
     /// claimed names), so an update costs a handful of path copies.
     fn apply_route(&mut self, route: Arc<Route>) {
+        let route = self.cfg.trim_route(route);
         let key = route.key();
         let previous = self
             .routes

@@ -141,16 +141,16 @@ impl fmt::Display for ObjectKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
     pub kind: ObjectKind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
 }
 
 impl ObjectKey {
     pub fn new(kind: ObjectKind, namespace: &str, name: &str) -> ObjectKey {
         ObjectKey {
             kind,
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+            namespace: namespace.into(),
+            name: name.into(),
         }
     }
 }
@@ -178,6 +178,17 @@ impl StringMap {
         entries.sort();
         entries.dedup_by(|a, b| a.0 == b.0);
         StringMap(entries.into_boxed_slice())
+    }
+
+    /// The entries whose key passes `keep`.
+    pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> StringMap {
+        StringMap(
+            self.0
+                .iter()
+                .filter(|(key, _)| keep(key))
+                .cloned()
+                .collect(),
+        )
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {

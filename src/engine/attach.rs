@@ -14,6 +14,11 @@ pub trait World {
     fn namespace(&self, name: &str) -> Option<&Namespace>;
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>>;
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>>;
+    /// The origin of routes attached to `gateway` directly, when one built from this very
+    /// Gateway object is kept: then every route shares it instead of holding its own copy.
+    fn gateway_origin(&self, _gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
+        None
+    }
 }
 
 /// Where a name's addresses come from: a Gateway, possibly through one of its ListenerSets.
@@ -80,9 +85,9 @@ pub struct Finding {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RouteEval {
     /// Sorted by name; one entry per (name, distinct origin).
-    pub claims: Vec<Claim>,
+    pub claims: Box<[Claim]>,
     /// Findings intrinsic to the route (conflicts are found across routes, elsewhere).
-    pub findings: Vec<Finding>,
+    pub findings: Box<[Finding]>,
     pub ttl: Option<u32>,
     /// False when the route is outside this installation's scope: it contributes nothing.
     pub in_scope: bool,
@@ -98,7 +103,7 @@ impl RouteEval {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.claims.capacity() * std::mem::size_of::<Claim>()
+        self.claims.len() * std::mem::size_of::<Claim>()
             + self.claims.iter().map(|c| c.name.len()).sum::<usize>()
             + self
                 .findings
@@ -481,21 +486,31 @@ fn attach_parent<'w>(
         ));
         return None;
     }
+    let origin = match listener_set {
+        None => world
+            .gateway_origin(gateway)
+            .unwrap_or_else(|| Arc::new(origin_of(gateway, None))),
+        Some(ls) => Arc::new(origin_of(gateway, Some(ls))),
+    };
+    Some(Attached {
+        parent_index: index as u16,
+        origin,
+        listeners: accepted,
+    })
+}
+
+/// Where the names of a route attached to `gateway` (through `listener_set`, if any) point.
+pub fn origin_of(gateway: &Gateway, listener_set: Option<&ListenerSet>) -> Origin {
     let targets = listener_set
         .and_then(|ls| target_override(&ls.meta.annotations))
         .or_else(|| target_override(&gateway.meta.annotations))
         .unwrap_or_else(|| gateway.addresses.to_vec());
-    let origin = Origin {
+    Origin {
         gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
         listener_set: listener_set
             .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
         targets: sorted_targets(targets),
-    };
-    Some(Attached {
-        parent_index: index as u16,
-        origin: Arc::new(origin),
-        listeners: accepted,
-    })
+    }
 }
 
 /// In `status` mode a parent counts only when the route's status says Accepted=True; in `spec`
@@ -634,12 +649,10 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
     findings.sort();
     findings.dedup();
-    // Evaluations live in the index for every route: no spare capacity.
-    claims.shrink_to_fit();
-    findings.shrink_to_fit();
+    // Evaluations live in the index for every route: no spare capacity, no capacity field.
     RouteEval {
-        claims,
-        findings,
+        claims: claims.into_boxed_slice(),
+        findings: findings.into_boxed_slice(),
         ttl,
         in_scope: true,
     }

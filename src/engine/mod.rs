@@ -9,8 +9,9 @@ pub mod selector;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
-use crate::model::{LabelSelector, StringMap};
+use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::{Claim, Finding, Origin, RouteEval, evaluate_route};
 pub use plan::{Plan, Record, RecordType};
@@ -22,6 +23,13 @@ pub const ANNOTATION_PREFIXES: [&str; 2] = [
 ];
 /// Namespace label that overrides `--mode` for routes in that namespace.
 pub const MODE_LABEL: &str = "gateway-dns.io/mode";
+
+/// Is this an annotation the engine can read (see [`annotation`])?
+pub fn is_engine_annotation(key: &str) -> bool {
+    ANNOTATION_PREFIXES
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+}
 
 /// Reads an external-dns annotation under either prefix (the current one wins).
 pub fn annotation<'a>(annotations: &'a StringMap, name: &str) -> Option<&'a str> {
@@ -270,6 +278,31 @@ impl Config {
             _ => return Err(ConfigError::BadAction(text.to_owned())),
         };
         Ok((reason.parse()?, action))
+    }
+
+    /// The route as the engine reads it under this configuration: labels only when routes are
+    /// selected by label, annotations only under the external-dns prefixes unless routes are
+    /// filtered by annotation. The index stores routes trimmed, so a cluster's bookkeeping
+    /// labels and annotations (Helm, Argo CD, kubectl) cost nothing there.
+    pub fn trim_route(&self, route: Arc<Route>) -> Arc<Route> {
+        let drop_labels = self.scope.route_selector.is_none() && !route.meta.labels.is_empty();
+        let drop_annotations = self.scope.annotation_filter.is_none()
+            && route
+                .meta
+                .annotations
+                .iter()
+                .any(|(key, _)| !is_engine_annotation(key));
+        if !drop_labels && !drop_annotations {
+            return route;
+        }
+        let mut route = Arc::unwrap_or_clone(route);
+        if drop_labels {
+            route.meta.labels = StringMap::default();
+        }
+        if drop_annotations {
+            route.meta.annotations = route.meta.annotations.filtered(is_engine_annotation);
+        }
+        Arc::new(route)
     }
 
     /// The mode for a route in a namespace with these labels (the Namespace label wins).

@@ -239,7 +239,7 @@ fn check_test(test: &Value) -> Vec<String> {
             Some(p) => vec![parse_parent(p)],
             None => parents_of(route).into_iter().map(|p| (p, None)).collect(),
         };
-        let route_findings: &Vec<_> = match findings.get(route) {
+        let route_findings: &[_] = match findings.get(route) {
             Some(f) => f,
             None => continue,
         };

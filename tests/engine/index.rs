@@ -485,3 +485,106 @@ fn newcomer_conflicts_follow_the_namespace_mode() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].action, Action::Warn);
 }
+
+// ---------------------------------------------------------------- what the index keeps
+
+fn route_with_bookkeeping() -> Value {
+    let route = http_route("apps", "r", json!([{"name": "gw"}]), &["a.example.com"]);
+    let route = labelled(route, "app.kubernetes.io/managed-by", "Helm");
+    let route = annotated(route, "meta.helm.sh/release-name", "shop");
+    annotated(route, "external-dns.kubernetes.io/ttl", "60")
+}
+
+fn stored_route(cfg: Config) -> Arc<gateway_dns::model::Route> {
+    let snap = snapshot(
+        cfg,
+        &[
+            namespace("apps", json!({})),
+            simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+            route_with_bookkeeping(),
+        ],
+    );
+    let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", "r");
+    let entry = snap.route(&key).expect("route stored");
+    // Still evaluated as written: the TTL annotation is read.
+    assert_eq!(entry.eval.ttl, Some(60));
+    entry.route.clone()
+}
+
+#[test]
+fn the_index_keeps_only_the_metadata_the_configuration_reads() {
+    let trimmed = stored_route(Config::default());
+    assert!(trimmed.meta.labels.is_empty());
+    let annotations: Vec<_> = trimmed.meta.annotations.iter().collect();
+    assert_eq!(annotations, [("external-dns.kubernetes.io/ttl", "60")]);
+
+    let mut by_label = Config::default();
+    by_label.scope.route_selector =
+        Some(gateway_dns::engine::selector::parse("app.kubernetes.io/managed-by=Helm").unwrap());
+    let kept = stored_route(by_label);
+    assert_eq!(
+        kept.meta.labels.get("app.kubernetes.io/managed-by"),
+        Some("Helm")
+    );
+    assert_eq!(kept.meta.annotations.iter().count(), 1);
+
+    let mut by_annotation = Config::default();
+    by_annotation.scope.annotation_filter =
+        Some(gateway_dns::engine::selector::parse("meta.helm.sh/release-name=shop").unwrap());
+    let kept = stored_route(by_annotation);
+    assert!(kept.meta.labels.is_empty());
+    assert_eq!(
+        kept.meta.annotations.get("meta.helm.sh/release-name"),
+        Some("shop")
+    );
+}
+
+#[test]
+fn a_relist_of_unchanged_routes_keeps_their_evaluations() {
+    let index = Index::new();
+    let objects = decode_all(&[
+        namespace("apps", json!({})),
+        simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+        route_with_bookkeeping(),
+    ]);
+    index.replace_all(objects);
+    let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", "r");
+    let before = index.snapshot().route(&key).expect("stored").clone();
+    // The relist carries the labels and annotations the index dropped: still the same route.
+    index.reset(
+        ObjectKind::HTTPRoute,
+        vec![decode(&route_with_bookkeeping())],
+    );
+    let after = index.snapshot().route(&key).expect("stored").clone();
+    assert!(Arc::ptr_eq(&before.route, &after.route));
+    assert!(Arc::ptr_eq(&before.eval, &after.eval));
+}
+
+#[test]
+fn routes_on_one_gateway_share_its_origin_and_follow_its_changes() {
+    let index = Index::new();
+    let gateway = |address: &str| simple_gateway("apps", "gw", None, &[address]);
+    index.replace_all(decode_all(&[
+        namespace("apps", json!({})),
+        gateway("10.0.0.1"),
+        http_route("apps", "r1", json!([{"name": "gw"}]), &["a.example.com"]),
+        http_route("apps", "r2", json!([{"name": "gw"}]), &["b.example.com"]),
+    ]));
+    let origins = |index: &Index| {
+        let snap = index.snapshot();
+        ["r1", "r2"].map(|name| {
+            let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", name);
+            snap.route(&key).expect("stored").eval.claims[0]
+                .origin
+                .clone()
+        })
+    };
+    let [first, second] = origins(&index);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.targets_text(), "10.0.0.1");
+
+    index.apply(decode(&gateway("10.0.0.9")));
+    let [first, second] = origins(&index);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.targets_text(), "10.0.0.9");
+}
