@@ -477,7 +477,7 @@ impl Object {
 }
 
 /// Why an object could not be read. `path` is the field path, e.g. `spec.hostnames[1]`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum DecodeError {
     #[error("{path}: {message}")]
     Field { path: String, message: String },
@@ -513,21 +513,106 @@ pub fn decode_value(value: &Value) -> Result<Option<Object>, DecodeError> {
 
 /// Decodes a value known to be of `kind` (the caller checked apiVersion/kind).
 pub fn decode_kind(kind: ObjectKind, value: &Value) -> Result<Object, DecodeError> {
-    let raw: raw::Object = serde_path_to_error::deserialize(value).map_err(|err| {
+    read_raw(value)?.into_object(kind)
+}
+
+/// The same decoder over JSON text (the object of an AdmissionReview), reading straight into
+/// the projection without building a JSON tree first. Ok(None) for kinds gateway-dns does not
+/// read, whatever their shape.
+pub fn decode_json(text: &str) -> Result<Option<Object>, DecodeError> {
+    // The happy path reads without tracking field paths; a failure reads again with tracking,
+    // for the path in the error message.
+    let read_untracked = || -> Result<raw::Object, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let raw = serde::Deserialize::deserialize(&mut deserializer)?;
+        deserializer.end()?;
+        Ok(raw)
+    };
+    let raw = read_untracked().map_err(|first| {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        match read_raw(&mut deserializer) {
+            Err(tracked) => tracked,
+            // Only trailing characters fail an untracked read that a tracked one passes.
+            Ok(_) => DecodeError::field("", first.to_string()),
+        }
+    });
+    let raw = match raw {
+        Ok(raw) => raw,
+        // Only an object of a kind we read can be unreadable to us.
+        Err(error) => {
+            return match type_probe(text)? {
+                Some(_) => Err(error),
+                None => Ok(None),
+            };
+        }
+    };
+    let (Some(api_version), Some(kind)) = (raw.api_version.as_deref(), raw.kind.as_deref()) else {
+        return Err(DecodeError::MissingType);
+    };
+    match ObjectKind::from_type(api_version, kind) {
+        None => Ok(None),
+        Some(kind) => raw.into_object(kind).map(Some),
+    }
+}
+
+/// The kind of a JSON object from its `apiVersion` and `kind` alone (None: not one we read).
+fn type_probe(text: &str) -> Result<Option<ObjectKind>, DecodeError> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(rename = "apiVersion")]
+        api_version: Option<Value>,
+        kind: Option<Value>,
+    }
+    let probe: Probe =
+        serde_json::from_str(text).map_err(|err| DecodeError::field("", err.to_string()))?;
+    match (probe.api_version, probe.kind) {
+        (Some(Value::String(api_version)), Some(Value::String(kind))) => {
+            Ok(ObjectKind::from_type(&api_version, &kind))
+        }
+        _ => Err(DecodeError::MissingType),
+    }
+}
+
+/// An object read into the shapes gateway-dns knows, before its kind is applied: what a watch
+/// holds between receiving an object and projecting it (a fraction of a JSON tree's size).
+#[derive(Clone, Debug)]
+pub struct RawObject(raw::Object);
+
+impl RawObject {
+    pub fn from_value(value: &Value) -> Result<RawObject, DecodeError> {
+        read_raw(value).map(RawObject)
+    }
+
+    /// The projection, reading the object as `kind` (the watch knows what it asked for).
+    pub fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
+        self.0.into_object(kind)
+    }
+}
+
+fn read_raw<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<raw::Object, DecodeError> {
+    serde_path_to_error::deserialize(deserializer).map_err(|err| {
         let path = err.path().to_string();
         DecodeError::field(&path, err.into_inner().to_string())
-    })?;
-    let meta = raw.metadata.into_meta(kind.is_namespaced())?;
-    Ok(match kind {
-        ObjectKind::Namespace => Object::Namespace(Arc::new(Namespace { meta })),
-        ObjectKind::Gateway => Object::Gateway(Arc::new(raw::gateway(meta, raw.spec, raw.status)?)),
-        ObjectKind::ListenerSet => {
-            Object::ListenerSet(Arc::new(raw::listener_set(meta, raw.spec, raw.status)?))
-        }
-        route_kind => Object::Route(Arc::new(raw::route(
-            route_kind, meta, raw.spec, raw.status,
-        )?)),
     })
+}
+
+impl raw::Object {
+    fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
+        let raw = self;
+        let meta = raw.metadata.into_meta(kind.is_namespaced())?;
+        Ok(match kind {
+            ObjectKind::Namespace => Object::Namespace(Arc::new(Namespace { meta })),
+            ObjectKind::Gateway => {
+                Object::Gateway(Arc::new(raw::gateway(meta, raw.spec, raw.status)?))
+            }
+            ObjectKind::ListenerSet => {
+                Object::ListenerSet(Arc::new(raw::listener_set(meta, raw.spec, raw.status)?))
+            }
+            route_kind => Object::Route(Arc::new(raw::route(
+                route_kind, meta, raw.spec, raw.status,
+            )?)),
+        })
+    }
 }
 
 /// Parses an RFC 3339 timestamp (`2024-05-01T10:00:00Z`, optional fraction and offset) to Unix seconds.
@@ -596,8 +681,11 @@ mod raw {
 
     use super::*;
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct Object {
+        #[serde(rename = "apiVersion")]
+        pub api_version: Option<String>,
+        pub kind: Option<String>,
         #[serde(default)]
         pub metadata: Metadata,
         #[serde(default)]
@@ -606,7 +694,7 @@ mod raw {
         pub status: Status,
     }
 
-    #[derive(Deserialize, Default)]
+    #[derive(Deserialize, Default, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct Metadata {
         pub name: Option<String>,
@@ -666,7 +754,7 @@ mod raw {
         Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
     }
 
-    #[derive(Deserialize, Default)]
+    #[derive(Deserialize, Default, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct Spec {
         #[serde(default, deserialize_with = "nullable")]
@@ -679,7 +767,7 @@ mod raw {
         pub hostnames: Vec<String>,
     }
 
-    #[derive(Deserialize, Default)]
+    #[derive(Deserialize, Default, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct Status {
         #[serde(default, deserialize_with = "nullable")]
@@ -692,7 +780,7 @@ mod raw {
         pub listeners: Vec<RawListenerStatus>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawListener {
         #[serde(default)]
@@ -704,25 +792,25 @@ mod raw {
         pub allowed_routes: Option<RawAllowedRoutes>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawAllowedRoutes {
         pub namespaces: Option<RawNamespaces>,
         pub kinds: Option<Vec<RawRouteGroupKind>>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawAllowedListeners {
         pub namespaces: Option<RawNamespaces>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawNamespaces {
         pub from: Option<String>,
         pub selector: Option<RawSelector>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawSelector {
         #[serde(default, deserialize_with = "nullable")]
@@ -731,7 +819,7 @@ mod raw {
         pub match_expressions: Vec<RawExpression>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawExpression {
         pub key: String,
         pub operator: String,
@@ -739,13 +827,13 @@ mod raw {
         pub values: Vec<String>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawRouteGroupKind {
         pub group: Option<String>,
         pub kind: String,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawParentRef {
         pub group: Option<String>,
@@ -756,14 +844,14 @@ mod raw {
         pub port: Option<i32>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawAddress {
         #[serde(rename = "type")]
         pub kind: Option<String>,
         pub value: String,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawParentStatus {
         pub parent_ref: RawParentRef,
@@ -771,7 +859,7 @@ mod raw {
         pub conditions: Vec<RawCondition>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawCondition {
         #[serde(rename = "type")]
@@ -781,7 +869,7 @@ mod raw {
         pub observed_generation: Option<i64>,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Clone, Debug)]
     pub struct RawListenerStatus {
         pub name: String,
         #[serde(default, deserialize_with = "nullable")]
@@ -1089,6 +1177,57 @@ mod tests {
         });
         let err = decode_value(&value).unwrap_err().to_string();
         assert!(err.starts_with("spec.hostnames[1]:"), "{err}");
+    }
+
+    #[test]
+    fn json_text_decodes_as_the_value_does() {
+        let value = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "shop", "creationTimestamp": "2024-01-01T00:00:00Z",
+                          "labels": {"app": "web"}, "annotations": {LAST_APPLIED: "{}", "a": "b"},
+                          "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"parentRefs": [{"name": "public", "namespace": "infra", "sectionName": "https"}],
+                     "hostnames": ["A.example.com", "b.example.com"], "rules": [{"matches": []}]},
+            "status": {"parents": [{"parentRef": {"name": "public", "namespace": "infra", "sectionName": "https"},
+                                    "conditions": [{"type": "Accepted", "status": "True", "observedGeneration": 1}]}]}
+        });
+        let text = value.to_string();
+        assert_eq!(decode_json(&text).unwrap(), decode_value(&value).unwrap(),);
+        assert!(decode_json(&text).unwrap().is_some());
+    }
+
+    #[test]
+    fn json_text_errors_match_the_value_decoder() {
+        // Ours, unreadable: the same field path.
+        let broken = r#"{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web"}, "spec": {"hostnames": ["ok.example.com", 7]}}"#;
+        let err = decode_json(broken).unwrap_err().to_string();
+        assert!(err.starts_with("spec.hostnames[1]:"), "{err}");
+        // Not ours, in a shape our raw types would refuse: skipped, not an error.
+        let foreign = r#"{"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "labels": 3}, "spec": {"hostnames": "x"}}"#;
+        assert_eq!(decode_json(foreign).unwrap(), None);
+        assert_eq!(
+            decode_json(r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}"#)
+                .unwrap(),
+            None
+        );
+        for no_type in [
+            r#"{"metadata": {"name": "x"}}"#,
+            r#"{"apiVersion": 1, "kind": "HTTPRoute"}"#,
+        ] {
+            assert!(
+                matches!(decode_json(no_type), Err(DecodeError::MissingType)),
+                "{no_type}"
+            );
+        }
+        assert!(decode_json("[1, 2]").is_err());
+        assert!(
+            decode_json(
+                r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}} x"#
+            )
+            .is_err()
+        );
     }
 
     #[test]
