@@ -1,11 +1,13 @@
 //! Load benchmark of the admission webhook: keep-alive HTTPS from 64 concurrent connections
-//! against the real server, first on the baseline route (a fixed "allowed" answer, no
-//! decoding), then on `/validate` with the handler under test, in the same process.
+//! against the real server, on the baseline route (a fixed "allowed" answer, no decoding) and
+//! on `/validate` with the handler under test, in the same process, alternating in rounds.
 //!
-//! Prints req/s, p50 and p99 for both, the ratio, and the handler's own time.
+//! Prints req/s, p50 and p99 for both, each round's ratio and the overall ratio, and the
+//! handler's own time.
 //!
 //! Run: `cargo bench --bench admission_load`
-//! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route, default 3),
+//! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route and round, default 2),
+//! `GATEWAY_DNS_BENCH_ROUNDS` (baseline and /validate alternate, default 4),
 //! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
 //! HTTP/1.1 on each connection).
 //!
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway_dns::server::WebhookOptions;
-use gateway_dns::webhook::{AdmissionHandler, Verdict};
+use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, Verdict};
 use hyper::http::{Method, StatusCode};
 use serde_json::Value;
 
@@ -100,7 +102,11 @@ fn engine_workload() -> Workload {
 }
 
 struct Settings {
+    /// Measured time per route and round.
     duration: Duration,
+    /// Baseline and /validate alternate this many times, so a slower or faster stretch of
+    /// the machine weighs on both alike.
+    rounds: usize,
     connections: usize,
     http2: bool,
 }
@@ -114,7 +120,8 @@ impl Settings {
                 .unwrap_or(default)
         };
         Self {
-            duration: Duration::from_secs_f64(number("GATEWAY_DNS_BENCH_SECONDS", 3.0)),
+            duration: Duration::from_secs_f64(number("GATEWAY_DNS_BENCH_SECONDS", 2.0)),
+            rounds: (number("GATEWAY_DNS_BENCH_ROUNDS", 4.0) as usize).max(1),
             connections: number("GATEWAY_DNS_BENCH_CONNECTIONS", 64.0) as usize,
             http2: std::env::var("GATEWAY_DNS_BENCH_HTTP2").is_ok_and(|value| value == "1"),
         }
@@ -129,11 +136,11 @@ struct TimedHandler {
 }
 
 impl AdmissionHandler for TimedHandler {
-    fn is_quick(&self, request: &Value) -> bool {
+    fn is_quick(&self, request: &AdmissionRequest) -> bool {
         self.inner.is_quick(request)
     }
 
-    fn handle(&self, request: &Value) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> Verdict {
         let started = Instant::now();
         let verdict = self.inner.handle(request);
         if self.recording.load(std::sync::atomic::Ordering::Relaxed) {
@@ -153,6 +160,13 @@ struct Measured {
 }
 
 impl Measured {
+    fn merge(&mut self, other: Measured) {
+        self.requests += other.requests;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.latencies.sort_unstable();
+    }
+
     fn per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
@@ -272,9 +286,10 @@ fn main() {
         );
         let mean_body = bodies.iter().map(Vec::len).sum::<usize>() / bodies.len().max(1);
         println!(
-            "admission_load: {} connections, {} keep-alive over TLS, {:.1}s per route (+{}ms warm-up)",
+            "admission_load: {} connections, {} keep-alive over TLS, {} rounds of {:.1}s per route (+{}ms warm-up each)",
             settings.connections,
             if settings.http2 { "HTTP/2" } else { "HTTP/1.1" },
+            settings.rounds,
             settings.duration.as_secs_f64(),
             WARMUP.as_millis()
         );
@@ -287,7 +302,8 @@ fn main() {
 
         let (mut allowed, mut denied, mut warned) = (0, 0, 0);
         for review in &workload.reviews {
-            let verdict = workload.handler.handle(&review["request"]);
+            let request = AdmissionRequest::from_value(&review["request"]).expect("bench review");
+            let verdict = workload.handler.handle(&request);
             match (verdict.allowed, verdict.warnings.is_empty()) {
                 (false, _) => denied += 1,
                 (true, false) => warned += 1,
@@ -295,14 +311,37 @@ fn main() {
             }
         }
         println!("answers: {allowed} allowed, {warned} allowed with warnings, {denied} denied");
-        let baseline = drive(&webhook, "/baseline-allow", bodies.clone(), &settings).await;
-        timed
-            .recording
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let validate = drive(&webhook, "/validate?timeout=10s", bodies.clone(), &settings).await;
-        timed
-            .recording
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut baseline = Measured {
+            requests: 0,
+            elapsed: Duration::ZERO,
+            latencies: Vec::new(),
+        };
+        let mut validate = Measured {
+            requests: 0,
+            elapsed: Duration::ZERO,
+            latencies: Vec::new(),
+        };
+        let mut round_ratios = Vec::new();
+        for round in 1..=settings.rounds {
+            let base = drive(&webhook, "/baseline-allow", bodies.clone(), &settings).await;
+            timed
+                .recording
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let ours = drive(&webhook, "/validate?timeout=10s", bodies.clone(), &settings).await;
+            timed
+                .recording
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            let ratio = ours.per_second() / base.per_second();
+            println!(
+                "round {round}: baseline {:.0} req/s, /validate {:.0} req/s, ratio {ratio:.2}",
+                base.per_second(),
+                ours.per_second()
+            );
+            round_ratios.push(ratio);
+            baseline.merge(base);
+            validate.merge(ours);
+        }
+        round_ratios.sort_by(f64::total_cmp);
 
         println!(
             "{:<16} {:>9} {:>11} {:>11} {:>11} {:>11}",
@@ -328,8 +367,10 @@ fn main() {
             handler_times.len()
         );
         println!(
-            "ratio /validate to baseline: throughput {:.2}, p50 {:.2}x, p99 {:.2}x",
+            "ratio /validate to baseline: throughput {:.2} (rounds {:.2}..{:.2}), p50 {:.2}x, p99 {:.2}x",
             validate.per_second() / baseline.per_second(),
+            round_ratios.first().copied().unwrap_or_default(),
+            round_ratios.last().copied().unwrap_or_default(),
             percentile(&validate.latencies, 0.50).as_secs_f64()
                 / percentile(&baseline.latencies, 0.50).as_secs_f64(),
             percentile(&validate.latencies, 0.99).as_secs_f64()

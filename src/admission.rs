@@ -3,13 +3,14 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::engine::attach::{RouteEval, evaluate_route};
 use crate::engine::plan::{self, newcomer_conflicts, route_ref};
 use crate::engine::{Action, Reason, Violation};
 use crate::index::Snapshot;
 use crate::model::{self, Object, Route};
+use crate::webhook::AdmissionRequest;
 
 /// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
 const MAX_NAMED_ROUTES: usize = 10;
@@ -46,27 +47,20 @@ impl Decision {
     }
 }
 
-/// Decides one AdmissionReview `request` (the member of the review, as JSON).
-pub fn decide(snap: &Snapshot, request: &Value) -> Decision {
-    let operation = request
-        .get("operation")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+/// Decides one AdmissionReview request.
+pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
+    let operation = request.operation.as_str();
     if !matches!(operation, "CREATE" | "UPDATE") {
         // DELETE (and CONNECT) are always allowed: removing a claim never breaks DNS rules.
         return Decision::allow();
     }
-    let object = match request.get("object").map(decode) {
+    let object = match request.object.as_deref().map(decode) {
         None => return Decision::allow(),
         Some(Ok(None)) => return Decision::allow(),
         Some(Ok(Some(object))) => object,
         Some(Err(message)) => return unreadable(message),
     };
-    let old = match request
-        .get("oldObject")
-        .filter(|v| !v.is_null())
-        .map(decode)
-    {
+    let old = match request.old_object.as_deref().map(decode) {
         Some(Ok(old)) => old,
         // An unreadable old object only loses the "pre-existing" downgrade; judge the new one.
         Some(Err(_)) | None => None,
@@ -84,8 +78,9 @@ pub fn decide(snap: &Snapshot, request: &Value) -> Decision {
     }
 }
 
-fn decode(value: &Value) -> Result<Option<Object>, String> {
-    model::decode_value(value).map_err(|err| err.to_string())
+/// The same decoder as every other source, reading the review's JSON text directly.
+fn decode(raw: &RawValue) -> Result<Option<Object>, String> {
+    model::decode_json(raw.get()).map_err(|err| err.to_string())
 }
 
 fn unreadable(message: String) -> Decision {
@@ -277,16 +272,13 @@ pub fn verdict(decision: &Decision) -> crate::webhook::Verdict {
 impl crate::webhook::AdmissionHandler for EngineHandler {
     /// Routes cost O(their names) against the index; DELETE costs nothing. Gateway and
     /// ListenerSet changes re-evaluate every attached route, so they go to the blocking pool.
-    fn is_quick(&self, request: &Value) -> bool {
-        let operation = request.get("operation").and_then(Value::as_str);
-        let kind = request.pointer("/kind/kind").and_then(Value::as_str);
-        operation == Some("DELETE")
-            || kind
-                .and_then(crate::model::ObjectKind::from_kind_name)
+    fn is_quick(&self, request: &AdmissionRequest) -> bool {
+        request.operation == "DELETE"
+            || crate::model::ObjectKind::from_kind_name(&request.kind.kind)
                 .is_some_and(|k| k.is_route())
     }
 
-    fn handle(&self, request: &Value) -> crate::webhook::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> crate::webhook::Verdict {
         let snapshot = self.index.snapshot();
         let decision = decide(&snapshot, request);
         if let Some(why) = &decision.unreadable {
@@ -314,13 +306,17 @@ mod tests {
     #[test]
     fn routes_and_deletes_are_quick_parents_are_not() {
         let handler = EngineHandler::new(crate::index::Index::new(), Default::default());
-        let request =
-            |operation: &str, kind: &str| json!({"operation": operation, "kind": {"kind": kind}});
-        assert!(handler.is_quick(&request("CREATE", "HTTPRoute")));
-        assert!(handler.is_quick(&request("UPDATE", "UDPRoute")));
-        assert!(handler.is_quick(&request("DELETE", "Gateway")));
-        assert!(!handler.is_quick(&request("UPDATE", "Gateway")));
-        assert!(!handler.is_quick(&request("CREATE", "ListenerSet")));
-        assert!(!handler.is_quick(&json!({"operation": "CREATE"})));
+        let request = |request: serde_json::Value| {
+            AdmissionRequest::from_value(&request).expect("a request with a uid")
+        };
+        let typed = |operation: &str, kind: &str| {
+            request(json!({"uid": "u", "operation": operation, "kind": {"kind": kind}}))
+        };
+        assert!(handler.is_quick(&typed("CREATE", "HTTPRoute")));
+        assert!(handler.is_quick(&typed("UPDATE", "UDPRoute")));
+        assert!(handler.is_quick(&typed("DELETE", "Gateway")));
+        assert!(!handler.is_quick(&typed("UPDATE", "Gateway")));
+        assert!(!handler.is_quick(&typed("CREATE", "ListenerSet")));
+        assert!(!handler.is_quick(&request(json!({"uid": "u", "operation": "CREATE"}))));
     }
 }

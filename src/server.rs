@@ -39,7 +39,7 @@ use tokio::time::Instant as TokioInstant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::metrics::{self, EvaluationErrorKind, Metrics};
-use crate::webhook::{self, AdmissionHandler, Verdict};
+use crate::webhook::{self, AdmissionHandler, AdmissionRequest, Verdict};
 
 /// Largest AdmissionReview body accepted (kube-apiserver's own request limit is 3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -375,17 +375,26 @@ async fn answer_review(
     };
     drop(body);
     let deadline = effective_deadline(state.options.admission_deadline, uri);
-    let verdict = evaluate(state, review.request, arrived + deadline, deadline).await;
+    let uid = review.uid.clone();
+    let verdict = evaluate(state, review, arrived + deadline, deadline).await;
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
     tracing::debug!(
-        uid = %review.uid,
+        %uid,
         outcome,
         warnings = verdict.warnings.len(),
         elapsed = ?arrived.elapsed(),
         "answered admission review"
     );
-    let answer = webhook::review_response(&review.uid, &verdict);
-    (json_response(StatusCode::OK, &answer), outcome)
+    let answer = webhook::encode_review_response(&uid, &verdict);
+    (
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            answer,
+        )
+            .into_response(),
+        outcome,
+    )
 }
 
 /// Runs the handler within the deadline; every failure mode becomes an "allowed" verdict with a
@@ -395,7 +404,7 @@ async fn answer_review(
 /// pool, where an overrun cannot stall the server and the deadline answer always goes out.
 async fn evaluate(
     state: &WebhookState,
-    request: Value,
+    request: AdmissionRequest,
     deadline_at: TokioInstant,
     deadline: Duration,
 ) -> Verdict {

@@ -4,7 +4,11 @@
 //! `request` member to an [`AdmissionHandler`], and encodes its [`Verdict`] as the response
 //! that kube-apiserver expects. Nothing here knows about Gateway API rules.
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
@@ -14,25 +18,169 @@ pub const MAX_WARNINGS_BYTES: usize = 4096;
 /// Decides on one admission request. Implemented by the admission module (the rule engine) and
 /// by test doubles.
 pub trait AdmissionHandler: Send + Sync + 'static {
-    /// `request` is the AdmissionReview's `request` member, already checked to be an object with
-    /// a string `uid`. Called on the blocking pool (or, when [`Self::is_quick`], on the request's
-    /// own task); must not block for long: the server
-    /// answers "allowed" with an `EvaluationTimeout` warning once the admission deadline passes.
-    fn handle(&self, request: &Value) -> Verdict;
+    /// Called on the blocking pool (or, when [`Self::is_quick`], on the request's own task);
+    /// must not block for long: the server answers "allowed" with an `EvaluationTimeout`
+    /// warning once the admission deadline passes.
+    fn handle(&self, request: &AdmissionRequest) -> Verdict;
 
     /// True when deciding `request` is quick and bounded (microseconds): the server then runs
     /// it on the request's own task instead of the blocking pool. Default: not quick.
-    fn is_quick(&self, _request: &Value) -> bool {
+    fn is_quick(&self, _request: &AdmissionRequest) -> bool {
         false
     }
 }
 
 impl<F> AdmissionHandler for F
 where
-    F: Fn(&Value) -> Verdict + Send + Sync + 'static,
+    F: Fn(&AdmissionRequest) -> Verdict + Send + Sync + 'static,
 {
-    fn handle(&self, request: &Value) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> Verdict {
         self(request)
+    }
+}
+
+/// The `request` member of an AdmissionReview: what a handler reads. The objects stay JSON
+/// text, so a handler decodes them straight into its own types without a JSON tree between.
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionRequest {
+    pub uid: String,
+    /// `request.kind`: the type of the object under review (empty when absent).
+    pub kind: GroupVersionKind,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT` (empty when absent).
+    pub operation: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub dry_run: bool,
+    /// `request.object`; None when absent or null (DELETE).
+    pub object: Option<Box<RawValue>>,
+    /// `request.oldObject`; None when absent or null (CREATE).
+    pub old_object: Option<Box<RawValue>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct GroupVersionKind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+/// The members of `request` as they sit in the body; read further by [`Members::into_request`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Members<'a> {
+    #[serde(borrow)]
+    uid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    operation: Option<&'a RawValue>,
+    #[serde(borrow)]
+    namespace: Option<&'a RawValue>,
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    dry_run: Option<&'a RawValue>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    old_object: Option<&'a RawValue>,
+}
+
+impl Members<'_> {
+    /// Only a string `uid` is required; members of the wrong type read as absent, as
+    /// kube-apiserver never sends them so.
+    fn into_request(self) -> Result<AdmissionRequest, Error> {
+        fn read<'a, T: Deserialize<'a>>(member: Option<&'a RawValue>) -> Option<T> {
+            serde_json::from_str(member?.get()).ok()
+        }
+        let uid: String = read(self.uid).ok_or(Error::MissingUid)?;
+        Ok(AdmissionRequest {
+            uid,
+            kind: read(self.kind).unwrap_or_default(),
+            operation: read(self.operation).unwrap_or_default(),
+            namespace: read(self.namespace),
+            name: read(self.name),
+            dry_run: read(self.dry_run).unwrap_or(false),
+            object: self.object.map(RawValue::to_owned),
+            old_object: self.old_object.map(RawValue::to_owned),
+        })
+    }
+}
+
+/// The envelope's `request` member, read in the same pass as the envelope: its members when it
+/// is an object, else nothing usable (which is [`Error::MissingRequest`], not bad JSON).
+enum RequestMember<'a> {
+    Object(Members<'a>),
+    NotAnObject,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RequestMember<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+        struct MemberVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+        impl<'de: 'a, 'a> Visitor<'de> for MemberVisitor<'a> {
+            type Value = RequestMember<'a>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let members =
+                    Members::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RequestMember::Object(members))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(RequestMember::NotAnObject)
+            }
+        }
+
+        deserializer.deserialize_any(MemberVisitor(std::marker::PhantomData))
+    }
+}
+
+impl AdmissionRequest {
+    /// Reads the `request` member from its JSON text.
+    pub fn from_json(text: &str) -> Result<AdmissionRequest, Error> {
+        let members: Members<'_> = serde_json::from_str(text).map_err(|_| Error::MissingRequest)?;
+        members.into_request()
+    }
+
+    /// Builds a request from a JSON tree (tests and tools).
+    pub fn from_value(request: &Value) -> Result<AdmissionRequest, Error> {
+        if !request.is_object() {
+            return Err(Error::MissingRequest);
+        }
+        AdmissionRequest::from_json(&request.to_string())
+    }
+
+    /// The object under review as a JSON tree, for handlers that want one (the engine does not).
+    pub fn object_value(&self) -> Value {
+        self.object
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null)
     }
 }
 
@@ -84,7 +232,7 @@ pub struct Denial {
 
 /// One denying finding: `reason` is ours (e.g. `HostnameConflict`), `field` the object path
 /// (e.g. `spec.hostnames[1]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cause {
     pub reason: String,
     pub field: String,
@@ -108,43 +256,60 @@ pub enum Error {
     MissingUid,
 }
 
-/// A decoded AdmissionReview: the `request` member and its `uid`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReviewRequest {
-    pub uid: String,
-    pub request: Value,
+/// Decodes and checks an AdmissionReview body, reading only the envelope's own members and
+/// the request's; nothing becomes a JSON tree.
+pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, Error> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "apiVersion", borrow)]
+        api_version: Option<&'a RawValue>,
+        #[serde(borrow)]
+        kind: Option<&'a RawValue>,
+        #[serde(borrow)]
+        request: Option<RequestMember<'a>>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(|error| {
+        let first = body.iter().find(|byte| !byte.is_ascii_whitespace());
+        if error.is_data() && first.is_some_and(|byte| *byte != b'{') {
+            Error::NotAnObject
+        } else {
+            Error::NotJson(error)
+        }
+    })?;
+    if !is_json_string(envelope.api_version, API_VERSION) {
+        return Err(Error::WrongApiVersion(describe(envelope.api_version)));
+    }
+    if !is_json_string(envelope.kind, KIND) {
+        return Err(Error::WrongKind(describe(envelope.kind)));
+    }
+    match envelope.request {
+        Some(RequestMember::Object(members)) => members.into_request(),
+        Some(RequestMember::NotAnObject) | None => Err(Error::MissingRequest),
+    }
 }
 
-/// Decodes and checks an AdmissionReview body.
-pub fn parse_review(body: &[u8]) -> Result<ReviewRequest, Error> {
-    let value: Value = serde_json::from_slice(body)?;
-    let Value::Object(mut review) = value else {
-        return Err(Error::NotAnObject);
+/// Is `member` the JSON string `expected` (however it is escaped)?
+fn is_json_string(member: Option<&RawValue>, expected: &str) -> bool {
+    let Some(raw) = member else {
+        return false;
     };
-    match review.get("apiVersion") {
-        Some(Value::String(version)) if version == API_VERSION => {}
-        other => return Err(Error::WrongApiVersion(describe(other))),
+    let text = raw.get();
+    // The common case, without unescaping: `"expected"` verbatim.
+    if text.len() == expected.len() + 2
+        && text.starts_with('"')
+        && text.ends_with('"')
+        && &text[1..text.len() - 1] == expected
+    {
+        return true;
     }
-    match review.get("kind") {
-        Some(Value::String(kind)) if kind == KIND => {}
-        other => return Err(Error::WrongKind(describe(other))),
-    }
-    let request = match review.remove("request") {
-        Some(request @ Value::Object(_)) => request,
-        _ => return Err(Error::MissingRequest),
-    };
-    let uid = match request.get("uid") {
-        Some(Value::String(uid)) => uid.clone(),
-        _ => return Err(Error::MissingUid),
-    };
-    Ok(ReviewRequest { uid, request })
+    serde_json::from_str::<Cow<'_, str>>(text).is_ok_and(|value| value == expected)
 }
 
-fn describe(value: Option<&Value>) -> String {
-    match value {
+fn describe(member: Option<&RawValue>) -> String {
+    match member {
         None => "nothing".to_string(),
-        Some(value) => {
-            let mut text = value.to_string();
+        Some(raw) => {
+            let mut text = raw.get().to_string();
             if text.len() > 64 {
                 let cut = (0..=64)
                     .rev()
@@ -158,48 +323,89 @@ fn describe(value: Option<&Value>) -> String {
     }
 }
 
-/// Encodes the AdmissionReview response for `uid`.
-pub fn review_response(uid: &str, verdict: &Verdict) -> Value {
-    let mut response = Map::new();
-    response.insert("uid".into(), Value::String(uid.to_string()));
-    response.insert("allowed".into(), Value::Bool(verdict.allowed));
-    response.insert(
-        "warnings".into(),
-        Value::from(limit_warnings(&verdict.warnings)),
-    );
-    if !verdict.allowed {
-        response.insert("status".into(), denial_status(verdict.denial.as_ref()));
-    }
-    json!({
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "response": response,
-    })
+/// The response document, serialized straight from the verdict.
+#[derive(Serialize)]
+struct ReviewOut<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
 }
 
-fn denial_status(denial: Option<&Denial>) -> Value {
-    let (message, causes) = match denial {
-        Some(denial) => (denial.message.as_str(), denial.causes.as_slice()),
-        None => ("denied by gateway-dns", &[][..]),
-    };
-    let causes: Vec<Value> = causes
-        .iter()
-        .map(|cause| {
-            json!({
-                "reason": cause.reason,
-                "field": cause.field,
-                "message": cause.message,
-            })
-        })
-        .collect();
-    json!({
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": "Forbidden",
-        "code": 403,
-        "details": { "causes": causes },
-    })
+#[derive(Serialize)]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    warnings: Cow<'a, [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusOut<'a>>,
+}
+
+/// A `metav1.Status` of a denial.
+#[derive(Serialize)]
+struct StatusOut<'a> {
+    metadata: EmptyObject,
+    status: &'static str,
+    message: &'a str,
+    reason: &'static str,
+    code: u16,
+    details: DetailsOut<'a>,
+}
+
+#[derive(Serialize)]
+struct EmptyObject {}
+
+#[derive(Serialize)]
+struct DetailsOut<'a> {
+    causes: &'a [Cause],
+}
+
+fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
+    let status = (!verdict.allowed).then(|| {
+        let (message, causes) = match &verdict.denial {
+            Some(denial) => (denial.message.as_str(), denial.causes.as_slice()),
+            None => ("denied by gateway-dns", &[][..]),
+        };
+        StatusOut {
+            metadata: EmptyObject {},
+            status: "Failure",
+            message,
+            reason: "Forbidden",
+            code: 403,
+            details: DetailsOut { causes },
+        }
+    });
+    ReviewOut {
+        api_version: API_VERSION,
+        kind: KIND,
+        response: ResponseOut {
+            uid,
+            allowed: verdict.allowed,
+            warnings: limited_warnings(&verdict.warnings),
+            status,
+        },
+    }
+}
+
+/// The AdmissionReview response for `uid`, as the JSON body to send.
+pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
+    // Strings, bools and numbers only: serializing cannot fail.
+    serde_json::to_vec(&review_out(uid, verdict)).unwrap_or_default()
+}
+
+/// The same response as a JSON tree (for tests and tools).
+pub fn review_response(uid: &str, verdict: &Verdict) -> Value {
+    serde_json::to_value(review_out(uid, verdict)).unwrap_or(Value::Null)
+}
+
+/// The warnings as sent: borrowed when they fit, else limited by [`limit_warnings`].
+fn limited_warnings(warnings: &[String]) -> Cow<'_, [String]> {
+    let total: usize = warnings.iter().map(String::len).sum();
+    if total <= MAX_WARNINGS_BYTES {
+        Cow::Borrowed(warnings)
+    } else {
+        Cow::Owned(limit_warnings(warnings))
+    }
 }
 
 /// Keeps warnings in order while their total length (UTF-8 bytes, which is never less than the
@@ -239,6 +445,7 @@ fn more_warnings_line(dropped: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn review(request: Value) -> Vec<u8> {
         serde_json::to_vec(&json!({"apiVersion": API_VERSION, "kind": KIND, "request": request}))
@@ -249,7 +456,8 @@ mod tests {
     fn parse_review_checks_the_envelope() {
         let parsed = parse_review(&review(json!({"uid": "abc", "operation": "CREATE"}))).unwrap();
         assert_eq!(parsed.uid, "abc");
-        assert_eq!(parsed.request["operation"], "CREATE");
+        assert_eq!(parsed.operation, "CREATE");
+        assert!(parsed.object.is_none());
 
         assert!(matches!(parse_review(b"{nope"), Err(Error::NotJson(_))));
         assert!(matches!(parse_review(b"[1]"), Err(Error::NotAnObject)));
@@ -271,6 +479,73 @@ mod tests {
             parse_review(&review(json!({"uid": 7}))),
             Err(Error::MissingUid)
         ));
+        assert!(matches!(
+            parse_review(&review(json!("not an object"))),
+            Err(Error::MissingRequest)
+        ));
+        assert!(matches!(
+            parse_review(b"  \"text\""),
+            Err(Error::NotAnObject)
+        ));
+        assert!(matches!(parse_review(b""), Err(Error::NotJson(_))));
+        assert!(matches!(
+            parse_review(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a"}} trailing"#),
+            Err(Error::NotJson(_))
+        ));
+    }
+
+    #[test]
+    fn the_request_members_are_read_without_a_tree() {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "aé"}});
+        let body = review(json!({
+            "uid": "u-1", "operation": "UPDATE", "dryRun": true, "namespace": "shop", "name": "web",
+            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
+            "object": object, "oldObject": null, "userInfo": {"username": "alice"}
+        }));
+        let parsed = parse_review(&body).unwrap();
+        assert_eq!(parsed.uid, "u-1");
+        assert_eq!(parsed.operation, "UPDATE");
+        assert!(parsed.dry_run);
+        assert_eq!(parsed.namespace.as_deref(), Some("shop"));
+        assert_eq!(parsed.name.as_deref(), Some("web"));
+        assert_eq!(parsed.kind.kind, "HTTPRoute");
+        assert_eq!(parsed.kind.group, "gateway.networking.k8s.io");
+        assert_eq!(parsed.object_value(), object);
+        assert!(parsed.old_object.is_none());
+        // Members of the wrong type read as absent; only the uid is required.
+        let odd = parse_review(&review(
+            json!({"uid": "u", "operation": 5, "kind": "x", "dryRun": "yes"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (odd.operation.as_str(), odd.kind.kind.as_str(), odd.dry_run),
+            ("", "", false)
+        );
+        // Escaped envelope strings still match.
+        let escaped = br#"{"apiVersion":"admission.k8s.io\/v1","kind":"Admission\u0052eview","request":{"uid":"a"}}"#;
+        assert_eq!(parse_review(escaped).unwrap().uid, "a");
+    }
+
+    #[test]
+    fn the_encoded_response_is_the_response_tree() {
+        let denial = Denial {
+            message: "x is taken".into(),
+            causes: vec![Cause {
+                reason: "HostnameConflict".into(),
+                field: "spec.hostnames[0]".into(),
+                message: "x is taken".into(),
+            }],
+        };
+        for verdict in [
+            Verdict::allow(),
+            Verdict::allow_with_warnings(vec!["A: \"quoted\" é".into()]),
+            Verdict::deny(denial, vec!["W: w".into()]),
+        ] {
+            let bytes = encode_review_response("u\"1", &verdict);
+            let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(parsed, review_response("u\"1", &verdict));
+            assert_eq!(parsed["response"]["uid"], "u\"1");
+        }
     }
 
     #[test]

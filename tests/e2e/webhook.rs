@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use gateway_dns::metrics::EvaluationErrorKind;
 use gateway_dns::server::{self, WebhookOptions};
-use gateway_dns::webhook::{AdmissionHandler, MAX_WARNINGS_BYTES};
+use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, MAX_WARNINGS_BYTES};
 use hyper::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -407,10 +407,10 @@ async fn a_panicking_handler_is_answered_allowed_and_the_connection_survives() {
 struct QuickHandler;
 
 impl AdmissionHandler for QuickHandler {
-    fn handle(&self, request: &Value) -> gateway_dns::webhook::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::Verdict {
         TestHandler.handle(request)
     }
-    fn is_quick(&self, _request: &Value) -> bool {
+    fn is_quick(&self, _request: &AdmissionRequest) -> bool {
         true
     }
 }
@@ -682,11 +682,8 @@ async fn the_baseline_route_exists_only_when_enabled() {
 
 #[tokio::test]
 async fn a_closure_can_be_the_handler() {
-    let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &Value| {
-        let operation = request["operation"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+    let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &AdmissionRequest| {
+        let operation = request.operation.clone();
         gateway_dns::webhook::Verdict::allow_with_warnings(vec![format!("Seen: {operation}")])
     });
     let webhook = TestWebhook::start(handler, WebhookOptions::default()).await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use gateway_dns::metrics::Metrics;
 use gateway_dns::server::{self, Readiness, WebhookOptions, WebhookState};
 use gateway_dns::tls::{self, CertSource, TlsRuntime};
-use gateway_dns::webhook::{AdmissionHandler, Cause, Denial, Verdict};
+use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::{http1, http2};
@@ -270,8 +270,8 @@ pub fn review(uid: &str, name: &str, verdict: &str) -> Value {
 pub struct TestHandler;
 
 impl AdmissionHandler for TestHandler {
-    fn handle(&self, request: &Value) -> Verdict {
-        let object = &request["object"];
+    fn handle(&self, request: &AdmissionRequest) -> Verdict {
+        let object = &request.object_value();
         let name = object["metadata"]["name"].as_str().unwrap_or("unnamed");
         let verdict = object["metadata"]["annotations"][VERDICT_ANNOTATION]
             .as_str()
