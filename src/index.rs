@@ -57,6 +57,24 @@ pub struct Snapshot {
     claims: OrdMap<Arc<str>, Claimants>,
 }
 
+/// Runs `lookup` with the `namespace/name` key built on the stack: lookups happen on every
+/// admission request, and Kubernetes names are short (a longer pair falls back to the heap).
+fn with_ns_name<R>(namespace: &str, name: &str, lookup: impl FnOnce(&str) -> R) -> R {
+    let len = namespace.len() + 1 + name.len();
+    let mut buffer = [0u8; 320];
+    if len > buffer.len() {
+        return lookup(&ns_name(namespace, name));
+    }
+    buffer[..namespace.len()].copy_from_slice(namespace.as_bytes());
+    buffer[namespace.len()] = b'/';
+    buffer[namespace.len() + 1..len].copy_from_slice(name.as_bytes());
+    match std::str::from_utf8(&buffer[..len]) {
+        Ok(key) => lookup(key),
+        // Two strs joined by '/' are UTF-8; kept total rather than assumed.
+        Err(_) => lookup(&ns_name(namespace, name)),
+    }
+}
+
 fn ns_name(namespace: &str, name: &str) -> Box<str> {
     format!("{namespace}/{name}").into()
 }
@@ -70,18 +88,17 @@ impl World for Snapshot {
         self.namespaces.get(name).map(|ns| &**ns)
     }
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>> {
-        self.gateways
-            .get(&*ns_name(namespace, name))
-            .map(|entry| &entry.gateway)
+        with_ns_name(namespace, name, |key| self.gateways.get(key)).map(|entry| &entry.gateway)
     }
     fn gateway_origin(&self, gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
-        self.gateways
-            .get(&*ns_name(&gateway.meta.namespace, &gateway.meta.name))
-            .filter(|entry| Arc::ptr_eq(&entry.gateway, gateway))
-            .map(|entry| entry.origin.clone())
+        with_ns_name(&gateway.meta.namespace, &gateway.meta.name, |key| {
+            self.gateways.get(key)
+        })
+        .filter(|entry| Arc::ptr_eq(&entry.gateway, gateway))
+        .map(|entry| entry.origin.clone())
     }
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>> {
-        self.listener_sets.get(&*ns_name(namespace, name))
+        with_ns_name(namespace, name, |key| self.listener_sets.get(key))
     }
 }
 

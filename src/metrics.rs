@@ -4,7 +4,6 @@
 //! simple. Every recorder is cheap and thread-safe; share one `Arc<Metrics>` across the webhook,
 //! the sync loop and the sources.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -276,35 +275,34 @@ impl SeriesValue for f64 {
     const TYPE: &'static str = "gauge";
 }
 
-/// Series keyed by label values (in the order of the label names given at render time).
+/// Series keyed by label values (in the order of the label names given at render time), kept
+/// sorted so the request path finds its series by binary search, without allocating.
 #[derive(Debug, Default)]
 struct Labeled<V> {
-    values: Mutex<BTreeMap<Vec<String>, V>>,
+    values: Mutex<Vec<(Vec<String>, V)>>,
 }
 
 type LabeledCounters = Labeled<u64>;
 type LabeledGauges = Labeled<f64>;
 
+fn compare_labels(key: &[String], labels: &[&str]) -> std::cmp::Ordering {
+    key.iter().map(String::as_str).cmp(labels.iter().copied())
+}
+
 impl<V: SeriesValue> Labeled<V> {
-    /// Updates one series; on the request path, so the series is found without allocating
-    /// and only a new one allocates its key.
+    /// Updates one series; only a new series allocates its key.
     fn update(&self, labels: &[&str], change: impl FnOnce(&mut V)) {
         let mut values = self
             .values
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let existing = values
-            .iter_mut()
-            .find(|(key, _)| key.iter().map(String::as_str).eq(labels.iter().copied()));
-        match existing {
-            Some((_, value)) => change(value),
-            None => {
+        match values.binary_search_by(|(key, _)| compare_labels(key, labels)) {
+            Ok(found) => change(&mut values[found].1),
+            Err(position) => {
                 let mut value = V::default();
                 change(&mut value);
-                values.insert(
-                    labels.iter().map(|label| label.to_string()).collect(),
-                    value,
-                );
+                let key = labels.iter().map(|label| label.to_string()).collect();
+                values.insert(position, (key, value));
             }
         }
     }
@@ -315,9 +313,8 @@ impl<V: SeriesValue> Labeled<V> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         values
-            .iter()
-            .find(|(key, _)| key.iter().map(String::as_str).eq(labels.iter().copied()))
-            .map_or_else(V::default, |(_, value)| *value)
+            .binary_search_by(|(key, _)| compare_labels(key, labels))
+            .map_or_else(|_| V::default(), |found| values[found].1)
     }
 
     fn render(
@@ -416,6 +413,40 @@ mod tests {
             "gateway_dns_admission_decisions_total{reason=\"Odd\\\"Reason\\\\\",action=\"warn\"} 1\n"
         ));
         assert!(text.contains("gateway_dns_cache_objects{kind=\"HTTPRoute\"} 20000\n"));
+    }
+
+    #[test]
+    fn many_series_in_any_order_each_keep_their_own_count() {
+        let metrics = Metrics::new();
+        let reasons = ["Zeta", "Alpha", "Mid", "Alpha2", "B"];
+        let actions = ["warn", "deny", "audit"];
+        for round in 1..=3u64 {
+            for (r, reason) in reasons.iter().enumerate() {
+                for (a, action) in actions.iter().enumerate() {
+                    if (r + a) as u64 % 3 < round {
+                        metrics.record_decision(reason, action);
+                    }
+                }
+            }
+        }
+        let text = metrics.render();
+        let mut seen = Vec::new();
+        for (r, reason) in reasons.iter().enumerate() {
+            for (a, action) in actions.iter().enumerate() {
+                let expected = 3 - (r + a) as u64 % 3;
+                let line = format!(
+                    "gateway_dns_admission_decisions_total{{reason=\"{reason}\",action=\"{action}\"}} {expected}\n"
+                );
+                assert!(text.contains(&line), "{line} in\n{text}");
+                seen.push((text.find(&line), reason, action));
+            }
+        }
+        // Rendered in label order, whatever the order of first use.
+        seen.sort();
+        let order: Vec<_> = seen.iter().map(|(_, r, a)| (**r, **a)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted);
     }
 
     #[test]

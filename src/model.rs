@@ -175,9 +175,16 @@ impl StringMap {
             .into_iter()
             .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
             .collect();
-        entries.sort();
-        entries.dedup_by(|a, b| a.0 == b.0);
-        StringMap(entries.into_boxed_slice())
+        // Stable, so a repeated key keeps its last value, as a JSON object reader would.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut unique: Vec<(Box<str>, Box<str>)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if unique.last().is_some_and(|last| last.0 == entry.0) {
+                unique.pop();
+            }
+            unique.push(entry);
+        }
+        StringMap(unique.into_boxed_slice())
     }
 
     /// The entries whose key passes `keep`.
@@ -699,10 +706,10 @@ mod raw {
     pub struct Metadata {
         pub name: Option<String>,
         pub namespace: Option<String>,
-        #[serde(default, deserialize_with = "nullable")]
-        pub labels: BTreeMap<String, String>,
-        #[serde(default, deserialize_with = "nullable")]
-        pub annotations: BTreeMap<String, String>,
+        #[serde(default, deserialize_with = "string_pairs")]
+        pub labels: Vec<(String, String)>,
+        #[serde(default, deserialize_with = "string_pairs")]
+        pub annotations: Vec<(String, String)>,
         pub creation_timestamp: Option<String>,
         pub generation: Option<i64>,
     }
@@ -743,6 +750,47 @@ mod raw {
                 generation: self.generation,
             })
         }
+    }
+
+    /// A string map as its pairs, in document order (`StringMap` sorts them); `null` is empty.
+    /// Cheaper than a map type: labels and annotations are read on every admission request.
+    fn string_pairs<'de, D>(deserializer: D) -> Result<Vec<(String, String)>, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        struct PairsVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for PairsVisitor {
+            type Value = Vec<(String, String)>;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a map of strings")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(pair) = map.next_entry::<String, String>()? {
+                    pairs.push(pair);
+                }
+                Ok(pairs)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Vec::new())
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok(Vec::new())
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(
+                self,
+                deserializer: D,
+            ) -> Result<Self::Value, D::Error> {
+                deserializer.deserialize_map(PairsVisitor)
+            }
+        }
+
+        deserializer.deserialize_option(PairsVisitor)
     }
 
     /// Accepts `null` as the type's default (YAML `labels:` with nothing under it).
@@ -1228,6 +1276,21 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_repeated_label_keeps_its_last_value() {
+        let map = StringMap::from_pairs(
+            [("b", "2"), ("a", "1"), ("b", "3"), ("c", "4"), ("a", "5")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        let pairs: Vec<_> = map.iter().collect();
+        assert_eq!(pairs, [("a", "5"), ("b", "3"), ("c", "4")]);
+        // As the value decoder reads duplicate keys in JSON text.
+        let text = r#"{"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "n", "labels": {"team": "a", "team": "b"}}}"#;
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(decode_json(text).unwrap(), decode_value(&value).unwrap());
     }
 
     #[test]

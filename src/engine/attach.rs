@@ -355,7 +355,8 @@ fn attach_parent<'w>(
     parent_ref: &ParentRef,
     findings: &mut Vec<Finding>,
 ) -> Option<Attached<'w>> {
-    let field = format!("spec.parentRefs[{index}]");
+    // Built only for a finding: most parents attach without one.
+    let field = || format!("spec.parentRefs[{index}]");
     let kind = parent_ref.target_kind()?;
     if kind == ObjectKind::ListenerSet && !cfg.listener_sets {
         return None;
@@ -368,7 +369,7 @@ fn attach_parent<'w>(
         finding(
             Reason::ParentNotFound,
             None,
-            field.clone(),
+            field(),
             format!("{what}; no DNS will be published through it until it exists"),
         )
     };
@@ -416,7 +417,7 @@ fn attach_parent<'w>(
                 findings.push(finding(
                         Reason::NotAllowedByListeners,
                         None,
-                        field.clone(),
+                        field(),
                         format!(
                             "Gateway {}/{} does not accept ListenerSet {ns}/{name}; attach to the Gateway directly or ask its owner to allow the ListenerSet",
                             gw.meta.namespace, gw.meta.name
@@ -437,7 +438,7 @@ fn attach_parent<'w>(
         })
         .filter(|l| parent_ref.port.is_none_or(|p| l.port == Some(p)))
         .collect();
-    let parent_label = match listener_set {
+    let parent_label = || match listener_set {
         Some(_) => format!("ListenerSet {ns}/{name}"),
         None => format!("Gateway {ns}/{name}"),
     };
@@ -457,8 +458,11 @@ fn attach_parent<'w>(
         findings.push(finding(
             Reason::NoMatchingParent,
             None,
-            field,
-            format!("{parent_label} has no listener matching {what}; check sectionName/port"),
+            field(),
+            format!(
+                "{} has no listener matching {what}; check sectionName/port",
+                parent_label()
+            ),
         ));
         return None;
     }
@@ -477,9 +481,10 @@ fn attach_parent<'w>(
         findings.push(finding(
             Reason::NotAllowedByListeners,
             None,
-            field,
+            field(),
             format!(
-                "{parent_label} refuses this {}: {}",
+                "{} refuses this {}: {}",
+                parent_label(),
                 route.kind,
                 refusals.join("; ")
             ),

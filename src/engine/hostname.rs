@@ -78,10 +78,9 @@ pub fn normalize(raw: &str) -> Result<String, HostnameError> {
 
 /// Four dot-separated decimal numbers: an IPv4 address even when out of range.
 fn is_ipv4_like(name: &str) -> bool {
-    let parts: Vec<&str> = name.split('.').collect();
-    parts.len() == 4
-        && parts
-            .iter()
+    name.split('.').count() == 4
+        && name
+            .split('.')
             .all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
