@@ -6,8 +6,8 @@
 //! handler's own time.
 //!
 //! Run: `cargo bench --bench admission_load`
-//! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route and round, default 2),
-//! `GATEWAY_DNS_BENCH_ROUNDS` (baseline and /validate alternate, default 4),
+//! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route and round, default 1),
+//! `GATEWAY_DNS_BENCH_ROUNDS` (baseline and /validate alternate, default 10),
 //! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
 //! HTTP/1.1 on each connection).
 //!
@@ -33,7 +33,7 @@ use webhook_support::{HttpsConnection, TestWebhook, client_tls_config};
 #[allow(dead_code)]
 mod synthetic;
 
-const WARMUP: Duration = Duration::from_millis(500);
+const WARMUP: Duration = Duration::from_millis(300);
 
 /// What to benchmark: the decision plugged into the server and the reviews sent to it.
 struct Workload {
@@ -104,8 +104,9 @@ fn engine_workload() -> Workload {
 struct Settings {
     /// Measured time per route and round.
     duration: Duration,
-    /// Baseline and /validate alternate this many times, so a slower or faster stretch of
-    /// the machine weighs on both alike.
+    /// Baseline and /validate alternate this many times in short phases, so a slower or
+    /// faster stretch of a shared machine weighs on both alike; the median round is printed
+    /// beside the totals.
     rounds: usize,
     connections: usize,
     http2: bool,
@@ -120,8 +121,8 @@ impl Settings {
                 .unwrap_or(default)
         };
         Self {
-            duration: Duration::from_secs_f64(number("GATEWAY_DNS_BENCH_SECONDS", 2.0)),
-            rounds: (number("GATEWAY_DNS_BENCH_ROUNDS", 4.0) as usize).max(1),
+            duration: Duration::from_secs_f64(number("GATEWAY_DNS_BENCH_SECONDS", 1.0)),
+            rounds: (number("GATEWAY_DNS_BENCH_ROUNDS", 10.0) as usize).max(1),
             connections: number("GATEWAY_DNS_BENCH_CONNECTIONS", 64.0) as usize,
             http2: std::env::var("GATEWAY_DNS_BENCH_HTTP2").is_ok_and(|value| value == "1"),
         }
@@ -367,8 +368,12 @@ fn main() {
             handler_times.len()
         );
         println!(
-            "ratio /validate to baseline: throughput {:.2} (rounds {:.2}..{:.2}), p50 {:.2}x, p99 {:.2}x",
+            "ratio /validate to baseline: throughput {:.2} (median round {:.2}, rounds {:.2}..{:.2}), p50 {:.2}x, p99 {:.2}x",
             validate.per_second() / baseline.per_second(),
+            round_ratios
+                .get(round_ratios.len() / 2)
+                .copied()
+                .unwrap_or_default(),
             round_ratios.first().copied().unwrap_or_default(),
             round_ratios.last().copied().unwrap_or_default(),
             percentile(&validate.latencies, 0.50).as_secs_f64()
