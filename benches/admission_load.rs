@@ -129,12 +129,17 @@ impl Settings {
     }
 }
 
-/// Wraps the handler to measure its own time, apart from transport and envelope.
+/// Wraps the handler to measure its own time, apart from transport and envelope. Times one
+/// call in [`SAMPLE_EVERY`], so the instrument (clock reads, a shared lock) barely weighs on
+/// the /validate throughput it sits in.
 struct TimedHandler {
     inner: Arc<dyn AdmissionHandler>,
     samples: Mutex<Vec<Duration>>,
     recording: std::sync::atomic::AtomicBool,
+    calls: std::sync::atomic::AtomicU64,
 }
+
+const SAMPLE_EVERY: u64 = 16;
 
 impl AdmissionHandler for TimedHandler {
     fn is_quick(&self, request: &AdmissionRequest) -> bool {
@@ -142,13 +147,20 @@ impl AdmissionHandler for TimedHandler {
     }
 
     fn handle(&self, request: &AdmissionRequest) -> Verdict {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sampled = self.recording.load(Relaxed)
+            && self
+                .calls
+                .fetch_add(1, Relaxed)
+                .is_multiple_of(SAMPLE_EVERY);
+        if !sampled {
+            return self.inner.handle(request);
+        }
         let started = Instant::now();
         let verdict = self.inner.handle(request);
-        if self.recording.load(std::sync::atomic::Ordering::Relaxed) {
-            let elapsed = started.elapsed();
-            if let Ok(mut samples) = self.samples.lock() {
-                samples.push(elapsed);
-            }
+        let elapsed = started.elapsed();
+        if let Ok(mut samples) = self.samples.lock() {
+            samples.push(elapsed);
         }
         verdict
     }
@@ -272,6 +284,7 @@ fn main() {
             inner: workload.handler.clone(),
             samples: Mutex::new(Vec::new()),
             recording: std::sync::atomic::AtomicBool::new(false),
+            calls: std::sync::atomic::AtomicU64::new(0),
         });
         let options = WebhookOptions {
             enable_baseline_route: true,
@@ -362,7 +375,7 @@ fn main() {
         let mut handler_times = timed.samples.lock().map(|samples| samples.clone()).unwrap_or_default();
         handler_times.sort_unstable();
         println!(
-            "handler time on /validate: p50 {}, p99 {} ({} calls)",
+            "handler time on /validate: p50 {}, p99 {} ({} calls timed, one in {SAMPLE_EVERY})",
             millis(percentile(&handler_times, 0.50)),
             millis(percentile(&handler_times, 0.99)),
             handler_times.len()
