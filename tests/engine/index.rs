@@ -17,7 +17,7 @@ use crate::objects::*;
 
 /// Every version of every object the random sequences draw from: several versions per key, so
 /// applies replace objects, move routes between parents, change labels, addresses and hostnames.
-fn pool() -> Vec<Value> {
+pub fn pool() -> Vec<Value> {
     let all = json!({"from": "All"});
     let team_a = json!({"from": "Selector", "selector": {"matchLabels": {"team": "a"}}});
     let ls = |ns: &str, name: &str, gw: &str, hostname: &str| {

@@ -7,6 +7,7 @@
 mod attachment;
 mod cli;
 mod conformance;
+mod decoders;
 mod extdns;
 mod index;
 mod objects;
