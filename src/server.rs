@@ -10,7 +10,8 @@
 //!   "allowed" answer without decoding, the baseline of the load benchmark.
 //!
 //! Overload policy: evaluations run on the blocking pool, at most
-//! [`WebhookOptions::max_in_flight`] at once. A request that finds no free slot waits until its
+//! [`WebhookOptions::max_in_flight`] at once (a handler's quick decisions, microseconds each,
+//! run on the request's own task and take no slot). A request that finds no free slot waits until its
 //! admission deadline and is then answered *allowed* with an `EvaluationOverloaded` warning,
 //! like an evaluation that overruns the deadline (`EvaluationTimeout`) or panics
 //! (`EvaluationError`): gateway-dns never blocks a valid object because of its own limits.
@@ -76,7 +77,8 @@ pub struct WebhookOptions {
     /// Every review is answered within this time from its arrival (or the API server's
     /// `?timeout=`, whichever is shorter), if need be "allowed" with a warning.
     pub admission_deadline: Duration,
-    /// Evaluations running at once; more wait for a slot until their deadline.
+    /// Evaluations on the blocking pool running at once; more wait for a slot until their
+    /// deadline. Quick decisions (see `AdmissionHandler::is_quick`) need no slot.
     pub max_in_flight: usize,
     /// Larger bodies get 413.
     pub max_body_bytes: usize,
@@ -375,8 +377,14 @@ async fn answer_review(
     };
     drop(body);
     let deadline = effective_deadline(state.options.admission_deadline, uri);
-    let uid = review.uid.clone();
-    let verdict = evaluate(state, review, arrived + deadline, deadline).await;
+    let (uid, verdict) = if state.handler.is_quick(&review) {
+        let verdict = decide_inline(state, &review);
+        (review.uid, verdict)
+    } else {
+        let uid = review.uid.clone();
+        let verdict = evaluate_on_blocking_pool(state, review, arrived + deadline, deadline).await;
+        (uid, verdict)
+    };
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
     tracing::debug!(
         %uid,
@@ -397,17 +405,27 @@ async fn answer_review(
     )
 }
 
-/// Runs the handler within the deadline; every failure mode becomes an "allowed" verdict with a
-/// warning and a metric. A decision the handler calls quick runs right on this task: it takes
+/// A decision the handler calls quick runs right on the request's task: it takes
 /// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
-/// a small machine) cost several times the decision itself. Anything else runs on the blocking
-/// pool, where an overrun cannot stall the server and the deadline answer always goes out.
-async fn evaluate(
+/// a small machine) cost several times the decision itself. It never waits, so it takes no
+/// evaluation slot; a panic becomes an "allowed" verdict with a warning and a metric.
+fn decide_inline(state: &WebhookState, request: &AdmissionRequest) -> Verdict {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        state.handler.handle(request)
+    }));
+    outcome.unwrap_or_else(|_| handler_failed(state, &"panicked"))
+}
+
+/// Runs the handler on the blocking pool within the deadline, where an overrun cannot stall
+/// the server and the deadline answer always goes out; every failure mode becomes an
+/// "allowed" verdict with a warning and a metric.
+async fn evaluate_on_blocking_pool(
     state: &WebhookState,
     request: AdmissionRequest,
     deadline_at: TokioInstant,
     deadline: Duration,
 ) -> Verdict {
+    let handler = state.handler.clone();
     // A free slot is the common case: take it without arming a timer.
     let slot = match state.evaluation_slots.clone().try_acquire_owned() {
         Ok(permit) => Ok(Ok(permit)),
@@ -433,13 +451,6 @@ async fn evaluate(
             )]);
         }
     };
-    let handler = state.handler.clone();
-    if handler.is_quick(&request) {
-        let _permit = permit;
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(&request)));
-        return outcome.unwrap_or_else(|_| handler_failed(state, &"panicked"));
-    }
     let evaluation = tokio::task::spawn_blocking(move || {
         // The slot stays taken until the handler returns, even after a timeout answer.
         let _permit = permit;
