@@ -40,6 +40,14 @@ impl GatewayEntry {
     }
 }
 
+/// The origin of routes attached through a ListenerSet, with the two objects it was built from.
+#[derive(Clone, Debug)]
+struct ListenerSetOrigin {
+    listener_set: Arc<ListenerSet>,
+    gateway: Arc<Gateway>,
+    origin: Arc<Origin>,
+}
+
 /// A consistent, immutable view of everything the engine reads.
 #[derive(Clone)]
 pub struct Snapshot {
@@ -48,6 +56,8 @@ pub struct Snapshot {
     /// Keyed by `namespace/name`.
     gateways: OrdMap<Box<str>, GatewayEntry>,
     listener_sets: OrdMap<Box<str>, Arc<ListenerSet>>,
+    /// ListenerSet `namespace/name` → the origin its routes share (while its Gateway is known).
+    listener_set_origins: OrdMap<Box<str>, ListenerSetOrigin>,
     routes: OrdMap<RouteId, RouteEntry>,
     /// `Kind/namespace/name` of a parent → routes whose spec.parentRefs name it.
     routes_by_parent: OrdMap<Box<str>, OrdSet<RouteId>>,
@@ -97,6 +107,20 @@ impl World for Snapshot {
         .filter(|entry| Arc::ptr_eq(&entry.gateway, gateway))
         .map(|entry| entry.origin.clone())
     }
+    fn listener_set_origin(
+        &self,
+        gateway: &Arc<Gateway>,
+        listener_set: &Arc<ListenerSet>,
+    ) -> Option<Arc<Origin>> {
+        let meta = &listener_set.meta;
+        with_ns_name(&meta.namespace, &meta.name, |key| {
+            self.listener_set_origins.get(key)
+        })
+        .filter(|entry| {
+            Arc::ptr_eq(&entry.listener_set, listener_set) && Arc::ptr_eq(&entry.gateway, gateway)
+        })
+        .map(|entry| entry.origin.clone())
+    }
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>> {
         with_ns_name(namespace, name, |key| self.listener_sets.get(key))
     }
@@ -109,6 +133,7 @@ impl Snapshot {
             namespaces: OrdMap::new(),
             gateways: OrdMap::new(),
             listener_sets: OrdMap::new(),
+            listener_set_origins: OrdMap::new(),
             routes: OrdMap::new(),
             routes_by_parent: OrdMap::new(),
             listener_sets_by_gateway: OrdMap::new(),
@@ -223,13 +248,16 @@ impl Snapshot {
                 self.namespaces.remove(&*key.name);
             }
             ObjectKind::Gateway => {
-                self.gateways.remove(&*ns_name(&key.namespace, &key.name));
+                let id = ns_name(&key.namespace, &key.name);
+                self.gateways.remove(&*id);
+                self.refresh_listener_set_origins_of(&id);
             }
             ObjectKind::ListenerSet => {
                 let id = ns_name(&key.namespace, &key.name);
                 if let Some(old) = self.listener_sets.remove(&*id) {
                     self.unlink_listener_set(&old, &id);
                 }
+                self.listener_set_origins.remove(&*id);
             }
             _ => {
                 if let Some((id, entry)) = self.routes.remove_with_key(key) {
@@ -311,10 +339,9 @@ impl Snapshot {
                 self.namespaces.insert(ns.meta.name.clone(), ns);
             }
             Object::Gateway(gw) => {
-                self.gateways.insert(
-                    ns_name(&gw.meta.namespace, &gw.meta.name),
-                    GatewayEntry::new(gw),
-                );
+                let id = ns_name(&gw.meta.namespace, &gw.meta.name);
+                self.gateways.insert(id.clone(), GatewayEntry::new(gw));
+                self.refresh_listener_set_origins_of(&id);
             }
             Object::ListenerSet(ls) => {
                 let id = ns_name(&ls.meta.namespace, &ls.meta.name);
@@ -324,9 +351,44 @@ impl Snapshot {
                 self.listener_sets_by_gateway
                     .entry(ns_name(&ls.parent.namespace, &ls.parent.name))
                     .or_default()
-                    .insert(id);
+                    .insert(id.clone());
+                self.refresh_listener_set_origin(&id);
             }
             Object::Route(route) => self.apply_route(route),
+        }
+    }
+
+    /// Rebuilds the shared origin of one ListenerSet from it and its Gateway, or drops it when
+    /// either is unknown.
+    fn refresh_listener_set_origin(&mut self, id: &str) {
+        let entry = self.listener_sets.get(id).and_then(|ls| {
+            let gateway = self
+                .gateways
+                .get(&*ns_name(&ls.parent.namespace, &ls.parent.name))?;
+            Some(ListenerSetOrigin {
+                listener_set: ls.clone(),
+                gateway: gateway.gateway.clone(),
+                origin: Arc::new(origin_of(&gateway.gateway, Some(ls))),
+            })
+        });
+        match entry {
+            Some(entry) => {
+                self.listener_set_origins.insert(id.into(), entry);
+            }
+            None => {
+                self.listener_set_origins.remove(id);
+            }
+        }
+    }
+
+    fn refresh_listener_set_origins_of(&mut self, gateway_id: &str) {
+        let ids: Vec<Box<str>> = self
+            .listener_sets_by_gateway
+            .get(gateway_id)
+            .map(|ids| ids.iter().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.refresh_listener_set_origin(&id);
         }
     }
 

@@ -19,6 +19,14 @@ pub trait World {
     fn gateway_origin(&self, _gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
         None
     }
+    /// The same for routes attached through `listener_set` (a child of `gateway`).
+    fn listener_set_origin(
+        &self,
+        _gateway: &Arc<Gateway>,
+        _listener_set: &Arc<ListenerSet>,
+    ) -> Option<Arc<Origin>> {
+        None
+    }
 }
 
 /// Where a name's addresses come from: a Gateway, possibly through one of its ListenerSets.
@@ -495,7 +503,9 @@ fn attach_parent<'w>(
         None => world
             .gateway_origin(gateway)
             .unwrap_or_else(|| Arc::new(origin_of(gateway, None))),
-        Some(ls) => Arc::new(origin_of(gateway, Some(ls))),
+        Some(ls) => world
+            .listener_set_origin(gateway, ls)
+            .unwrap_or_else(|| Arc::new(origin_of(gateway, Some(ls)))),
     };
     Some(Attached {
         parent_index: index as u16,

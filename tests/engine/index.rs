@@ -588,3 +588,53 @@ fn routes_on_one_gateway_share_its_origin_and_follow_its_changes() {
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.targets_text(), "10.0.0.9");
 }
+
+#[test]
+fn routes_through_one_listener_set_share_its_origin_and_follow_their_gateway() {
+    let index = Index::new();
+    let gateway = |address: &str| {
+        with(
+            simple_gateway("infra", "gw", None, &[address]),
+            &["spec", "allowedListeners", "namespaces"],
+            json!({"from": "All"}),
+        )
+    };
+    let through_set = json!([{"group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                              "name": "ls", "namespace": "apps"}]);
+    index.replace_all(decode_all(&[
+        namespace("infra", json!({})),
+        namespace("apps", json!({})),
+        gateway("10.0.0.1"),
+        listener_set("apps", "ls", ("infra", "gw"), "*.example.com"),
+        http_route("apps", "r1", through_set.clone(), &["a.example.com"]),
+        http_route("apps", "r2", through_set, &["b.example.com"]),
+    ]));
+    let origins = |index: &Index| {
+        let snap = index.snapshot();
+        ["r1", "r2"].map(|name| {
+            let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", name);
+            let entry = snap.route(&key).expect("stored");
+            assert_eq!(entry.eval.claims.len(), 1, "{name}: {:?}", entry.eval);
+            entry.eval.claims[0].origin.clone()
+        })
+    };
+    let [first, second] = origins(&index);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.listener_set.as_deref(), Some("apps/ls"));
+    assert_eq!(first.targets_text(), "10.0.0.1");
+
+    // A new address on the Gateway reaches the routes through the ListenerSet, still shared.
+    index.apply(decode(&gateway("10.0.0.9")));
+    let [first, second] = origins(&index);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.targets_text(), "10.0.0.9");
+
+    // Without its Gateway the ListenerSet publishes nothing; back with it, names return.
+    index.delete(&ObjectKey::new(ObjectKind::Gateway, "infra", "gw"));
+    let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", "r1");
+    assert!(index.snapshot().route(&key).expect("stored").eval.claims.is_empty());
+    index.apply(decode(&gateway("10.0.0.7")));
+    let [first, second] = origins(&index);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.targets_text(), "10.0.0.7");
+}
