@@ -100,12 +100,13 @@ impl World for Snapshot {
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>> {
         with_ns_name(namespace, name, |key| self.gateways.get(key)).map(|entry| &entry.gateway)
     }
-    fn gateway_origin(&self, gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
-        with_ns_name(&gateway.meta.namespace, &gateway.meta.name, |key| {
-            self.gateways.get(key)
-        })
-        .filter(|entry| Arc::ptr_eq(&entry.gateway, gateway))
-        .map(|entry| entry.origin.clone())
+    fn gateway_with_origin(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(&Arc<Gateway>, Option<&Arc<Origin>>)> {
+        with_ns_name(namespace, name, |key| self.gateways.get(key))
+            .map(|entry| (&entry.gateway, Some(&entry.origin)))
     }
     fn listener_set_origin(
         &self,

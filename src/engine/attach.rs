@@ -14,10 +14,14 @@ pub trait World {
     fn namespace(&self, name: &str) -> Option<&Namespace>;
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>>;
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>>;
-    /// The origin of routes attached to `gateway` directly, when one built from this very
-    /// Gateway object is kept: then every route shares it instead of holding its own copy.
-    fn gateway_origin(&self, _gateway: &Arc<Gateway>) -> Option<Arc<Origin>> {
-        None
+    /// The Gateway and, when one is kept, the origin its directly attached routes share (built
+    /// from this very Gateway object), found in one lookup.
+    fn gateway_with_origin(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(&Arc<Gateway>, Option<&Arc<Origin>>)> {
+        self.gateway(namespace, name).map(|gateway| (gateway, None))
     }
     /// The same for routes attached through `listener_set` (a child of `gateway`).
     fn listener_set_origin(
@@ -381,23 +385,18 @@ fn attach_parent<'w>(
             format!("{what}; no DNS will be published through it until it exists"),
         )
     };
-    let (gateway, listener_set, listeners, owner_ns): (
-        &Arc<Gateway>,
-        Option<&Arc<ListenerSet>>,
-        &[Listener],
-        &str,
-    ) = match kind {
+    let (gateway, listener_set, listeners, owner_ns, shared_origin) = match kind {
         ObjectKind::Gateway => {
-            let Some(gw) = world
-                .gateway(ns, name)
-                .filter(|gw| gateway_in_scope(cfg, gw))
+            let Some((gw, origin)) = world
+                .gateway_with_origin(ns, name)
+                .filter(|(gw, _)| gateway_in_scope(cfg, gw))
             else {
                 findings.push(not_found(format!(
                     "Gateway {ns}/{name} is not known to gateway-dns"
                 )));
                 return None;
             };
-            (gw, None, &gw.listeners, ns)
+            (gw, None, &gw.listeners, ns, origin.cloned())
         }
         _ => {
             let Some(ls) = world.listener_set(ns, name) else {
@@ -433,7 +432,8 @@ fn attach_parent<'w>(
                     ));
                 return None;
             }
-            (gw, Some(ls), &ls.listeners, ns)
+            let origin = world.listener_set_origin(gw, ls);
+            (gw, Some(ls), &ls.listeners, ns, origin)
         }
     };
     let candidates: Vec<&Listener> = listeners
@@ -499,14 +499,8 @@ fn attach_parent<'w>(
         ));
         return None;
     }
-    let origin = match listener_set {
-        None => world
-            .gateway_origin(gateway)
-            .unwrap_or_else(|| Arc::new(origin_of(gateway, None))),
-        Some(ls) => world
-            .listener_set_origin(gateway, ls)
-            .unwrap_or_else(|| Arc::new(origin_of(gateway, Some(ls)))),
-    };
+    let origin =
+        shared_origin.unwrap_or_else(|| Arc::new(origin_of(gateway, listener_set.map(|ls| &**ls))));
     Some(Attached {
         parent_index: index as u16,
         origin,

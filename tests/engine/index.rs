@@ -632,7 +632,15 @@ fn routes_through_one_listener_set_share_its_origin_and_follow_their_gateway() {
     // Without its Gateway the ListenerSet publishes nothing; back with it, names return.
     index.delete(&ObjectKey::new(ObjectKind::Gateway, "infra", "gw"));
     let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", "r1");
-    assert!(index.snapshot().route(&key).expect("stored").eval.claims.is_empty());
+    assert!(
+        index
+            .snapshot()
+            .route(&key)
+            .expect("stored")
+            .eval
+            .claims
+            .is_empty()
+    );
     index.apply(decode(&gateway("10.0.0.7")));
     let [first, second] = origins(&index);
     assert!(Arc::ptr_eq(&first, &second));
