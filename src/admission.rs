@@ -246,27 +246,22 @@ impl EngineHandler {
 }
 
 /// The envelope's verdict for a decision.
-pub fn verdict(decision: &Decision) -> crate::webhook::Verdict {
+pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
     use crate::webhook::{Cause, Denial, Verdict};
     if decision.allowed {
-        return Verdict::allow_with_warnings(decision.warnings.clone());
+        return Verdict::allow_with_warnings(decision.warnings);
     }
+    let message = decision.denial_message();
     let causes = decision
         .denials
-        .iter()
+        .into_iter()
         .map(|v| Cause {
             reason: v.reason.to_string(),
-            field: v.field.clone(),
-            message: v.message.clone(),
+            field: v.field,
+            message: v.message,
         })
         .collect();
-    Verdict::deny(
-        Denial {
-            message: decision.denial_message(),
-            causes,
-        },
-        decision.warnings.clone(),
-    )
+    Verdict::deny(Denial { message, causes }, decision.warnings)
 }
 
 impl crate::webhook::AdmissionHandler for EngineHandler {
@@ -293,7 +288,7 @@ impl crate::webhook::AdmissionHandler for EngineHandler {
                 tracing::info!(object = %finding.object, reason = %finding.reason, message = %finding.message, "audit finding");
             }
         }
-        verdict(&decision)
+        verdict(decision)
     }
 }
 

@@ -355,7 +355,10 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Plan 
 /// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
 /// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
 pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> Vec<Violation> {
-    let key = route.key();
+    // The route's own earlier version (same key) is not an incumbent.
+    let is_self = |id: &RouteId| {
+        id.kind == route.kind && id.namespace == route.meta.namespace && id.name == route.meta.name
+    };
     let mut out = Vec::new();
     for name in eval.names() {
         let own: Vec<Claimant> = eval
@@ -369,7 +372,7 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
             })
             .collect();
         let mut incumbents: Vec<Claimant> = Vec::new();
-        for id in snap.claimants(name).iter().filter(|id| ***id != key) {
+        for id in snap.claimants(name).iter().filter(|id| !is_self(id)) {
             if let Some(entry) = snap.route(id) {
                 incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
                     |claim| Claimant {
