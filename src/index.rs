@@ -98,7 +98,8 @@ impl World for Snapshot {
         self.namespaces.get(name).map(|ns| &**ns)
     }
     fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>> {
-        with_ns_name(namespace, name, |key| self.gateways.get(key)).map(|entry| &entry.gateway)
+        self.gateway_with_origin(namespace, name)
+            .map(|(gateway, _)| gateway)
     }
     fn gateway_with_origin(
         &self,

@@ -605,19 +605,15 @@ fn read_raw<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<raw::Ob
 
 impl raw::Object {
     fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
-        let raw = self;
-        let meta = raw.metadata.into_meta(kind.is_namespaced())?;
+        let meta = self.metadata.into_meta(kind.is_namespaced())?;
+        let (spec, status) = (self.spec, self.status);
         Ok(match kind {
             ObjectKind::Namespace => Object::Namespace(Arc::new(Namespace { meta })),
-            ObjectKind::Gateway => {
-                Object::Gateway(Arc::new(raw::gateway(meta, raw.spec, raw.status)?))
-            }
+            ObjectKind::Gateway => Object::Gateway(Arc::new(raw::gateway(meta, spec, status)?)),
             ObjectKind::ListenerSet => {
-                Object::ListenerSet(Arc::new(raw::listener_set(meta, raw.spec, raw.status)?))
+                Object::ListenerSet(Arc::new(raw::listener_set(meta, spec, status)?))
             }
-            route_kind => Object::Route(Arc::new(raw::route(
-                route_kind, meta, raw.spec, raw.status,
-            )?)),
+            route_kind => Object::Route(Arc::new(raw::route(route_kind, meta, spec, status)?)),
         })
     }
 }
@@ -706,10 +702,10 @@ mod raw {
     pub struct Metadata {
         pub name: Option<String>,
         pub namespace: Option<String>,
-        #[serde(default, deserialize_with = "string_pairs")]
-        pub labels: Vec<(String, String)>,
-        #[serde(default, deserialize_with = "string_pairs")]
-        pub annotations: Vec<(String, String)>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub labels: BTreeMap<String, String>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub annotations: BTreeMap<String, String>,
         pub creation_timestamp: Option<String>,
         pub generation: Option<i64>,
     }
@@ -750,47 +746,6 @@ mod raw {
                 generation: self.generation,
             })
         }
-    }
-
-    /// A string map as its pairs, in document order (`StringMap` sorts them); `null` is empty.
-    /// Cheaper than a map type: labels and annotations are read on every admission request.
-    fn string_pairs<'de, D>(deserializer: D) -> Result<Vec<(String, String)>, D::Error>
-    where
-        D: serde::Deserializer<'de>,
-    {
-        struct PairsVisitor;
-
-        impl<'de> serde::de::Visitor<'de> for PairsVisitor {
-            type Value = Vec<(String, String)>;
-
-            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-                formatter.write_str("a map of strings")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(pair) = map.next_entry::<String, String>()? {
-                    pairs.push(pair);
-                }
-                Ok(pairs)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Vec::new())
-            }
-            fn visit_none<E>(self) -> Result<Self::Value, E> {
-                Ok(Vec::new())
-            }
-            fn visit_some<D: serde::Deserializer<'de>>(
-                self,
-                deserializer: D,
-            ) -> Result<Self::Value, D::Error> {
-                deserializer.deserialize_map(PairsVisitor)
-            }
-        }
-
-        deserializer.deserialize_option(PairsVisitor)
     }
 
     /// Accepts `null` as the type's default (YAML `labels:` with nothing under it).
