@@ -1,5 +1,6 @@
 //! Attachment (route → listeners) and the DNS names a route contributes (DESIGN.md §1).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::hostname::{self, intersect};
@@ -304,12 +305,16 @@ struct Attached<'w> {
 }
 
 /// Requested hostnames (spec and annotation), validated.
-struct Requested {
-    hosts: Vec<(String, NameSource)>,
+struct Requested<'r> {
+    hosts: Vec<(Cow<'r, str>, NameSource)>,
     any_written: bool,
 }
 
-fn requested_hostnames(cfg: &Config, route: &Route, findings: &mut Vec<Finding>) -> Requested {
+fn requested_hostnames<'r>(
+    cfg: &Config,
+    route: &'r Route,
+    findings: &mut Vec<Finding>,
+) -> Requested<'r> {
     let source = annotation(&route.meta.annotations, "gateway-hostname-source");
     let use_spec = source != Some("annotation-only");
     let use_annotation = !cfg.ignore_hostname_annotation && source != Some("defined-hosts-only");
@@ -333,7 +338,7 @@ fn requested_hostnames(cfg: &Config, route: &Route, findings: &mut Vec<Finding>)
     }
     let mut hosts = Vec::with_capacity(raw.len());
     for (host, source) in &raw {
-        match hostname::normalize(host) {
+        match hostname::normalize_borrowed(host) {
             Ok(name) => hosts.push((name, *source)),
             Err(err) => findings.push(Finding {
                 reason: Reason::InvalidHostname,
@@ -587,7 +592,7 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
         }
         let listener_hosts = || listener_hostnames(&attached);
         if !matched_any && !outside.is_empty() {
-            let names: Vec<&str> = outside.iter().map(|(h, _)| h.as_str()).collect();
+            let names: Vec<&str> = outside.iter().map(|(h, _)| &***h).collect();
             findings.push(finding(
                 Reason::NoMatchingListenerHostname,
                 names.first().copied(),
@@ -618,7 +623,7 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 let Some(host) = listener.hostname.as_deref() else {
                     continue;
                 };
-                let Ok(name) = hostname::normalize(host) else {
+                let Ok(name) = hostname::normalize_borrowed(host) else {
                     continue;
                 };
                 if hostname::is_wildcard(&name) && !cfg.allow_inherited_wildcards {

@@ -1,5 +1,7 @@
 //! Hostnames: validation, normalisation, wildcard matching and listener/route intersection.
 
+use std::borrow::Cow;
+
 /// Why a hostname is not a valid DNS name for gateway-dns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostnameError {
@@ -60,6 +62,15 @@ fn check_labels(name: &str) -> Result<(), HostnameError> {
 /// Lower-cases and validates a hostname as the Gateway API allows it: RFC 1123, optional leading
 /// `*.` label, no IP literals. A single trailing dot is accepted and dropped.
 pub fn normalize(raw: &str) -> Result<String, HostnameError> {
+    normalize_borrowed(raw).map(Cow::into_owned)
+}
+
+/// [`normalize`] without a copy when the name is already in normal form, as nearly every
+/// hostname in a manifest is: the webhook normalizes each hostname of every review.
+pub fn normalize_borrowed(raw: &str) -> Result<Cow<'_, str>, HostnameError> {
+    if is_normal_form(raw) {
+        return Ok(Cow::Borrowed(raw));
+    }
     let trimmed = raw.strip_suffix('.').unwrap_or(raw);
     if trimmed.is_empty() {
         return Err(HostnameError::Empty);
@@ -73,7 +84,58 @@ pub fn normalize(raw: &str) -> Result<String, HostnameError> {
         return Err(HostnameError::TooLong);
     }
     check_labels(rest)?;
-    Ok(lower)
+    Ok(Cow::Owned(lower))
+}
+
+/// One pass over the bytes: true when `name` is a valid hostname that [`normalize`] would return
+/// unchanged (lower case, no trailing dot, not an IPv4 address). False sends the name down the
+/// full path, which also says what is wrong with it.
+fn is_normal_form(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let (wildcard, body) = match bytes.strip_prefix(b"*.") {
+        Some(body) => (true, body),
+        None => (false, bytes),
+    };
+    if body.is_empty() || bytes.len() > 253 {
+        return false;
+    }
+    let mut labels = 0;
+    let mut label_len = 0;
+    let mut numeric_labels = 0;
+    let mut label_numeric = true;
+    let mut previous = b'.';
+    for &byte in body {
+        match byte {
+            b'.' => {
+                if label_len == 0 || previous == b'-' {
+                    return false;
+                }
+                labels += 1;
+                numeric_labels += usize::from(label_numeric && label_len <= 3);
+                label_len = 0;
+                label_numeric = true;
+            }
+            b'a'..=b'z' | b'0'..=b'9' | b'-' => {
+                if label_len == 0 && byte == b'-' {
+                    return false;
+                }
+                label_len += 1;
+                if label_len > 63 {
+                    return false;
+                }
+                label_numeric &= byte.is_ascii_digit();
+            }
+            _ => return false,
+        }
+        previous = byte;
+    }
+    if label_len == 0 || previous == b'-' {
+        return false;
+    }
+    labels += 1;
+    numeric_labels += usize::from(label_numeric && label_len <= 3);
+    // Four short numeric labels read as an IPv4 address: the full path rejects it.
+    !(!wildcard && labels == 4 && numeric_labels == 4)
 }
 
 /// Four dot-separated decimal numbers: an IPv4 address even when out of range.
@@ -180,6 +242,84 @@ mod tests {
         );
         let long = vec!["abcdefghi"; 26].join(".");
         assert_eq!(normalize(&long).unwrap_err(), HostnameError::TooLong);
+    }
+
+    /// The full path alone, for comparison with the one-pass shortcut.
+    fn normalize_slowly(raw: &str) -> Result<String, HostnameError> {
+        let trimmed = raw.strip_suffix('.').unwrap_or(raw);
+        if trimmed.is_empty() {
+            return Err(HostnameError::Empty);
+        }
+        if trimmed.parse::<std::net::IpAddr>().is_ok() || is_ipv4_like(trimmed) {
+            return Err(HostnameError::IpAddress);
+        }
+        let lower = trimmed.to_ascii_lowercase();
+        let rest = lower.strip_prefix("*.").unwrap_or(&lower);
+        if rest.len() + 2 > 253 && lower.starts_with("*.") {
+            return Err(HostnameError::TooLong);
+        }
+        check_labels(rest)?;
+        Ok(lower)
+    }
+
+    #[test]
+    fn the_shortcut_agrees_with_the_full_path_on_edge_cases() {
+        let long_label = "a".repeat(63);
+        let cases = [
+            "a",
+            "a.b",
+            "1.2.3.4",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1234.2.3.4",
+            "*.1.2.3.4",
+            "*.a",
+            "*",
+            "a-b.c",
+            "a-.b",
+            "-a.b",
+            "a.-b",
+            "a.b-",
+            "a.b.",
+            "a..b",
+            ".a",
+            "A.b",
+            "a_b",
+            "a.*.b",
+            "**.a",
+            "*.",
+            "*.-a",
+            "xn--bcher-kva.example",
+            "0.0.0.0",
+            "a.0.0.0",
+            "::1",
+            "a:b",
+            &long_label,
+        ];
+        for case in cases {
+            let longer = format!("{long_label}a.com");
+            for name in [case.to_owned(), format!("{case}.example.com"), longer] {
+                assert_eq!(normalize(&name), normalize_slowly(&name), "{name:?}");
+                if is_normal_form(&name) {
+                    assert_eq!(normalize_slowly(&name).as_deref(), Ok(name.as_str()));
+                }
+            }
+        }
+        let at_limit = vec!["abcdefghi"; 25].join(".") + ".abc";
+        for name in [
+            at_limit.clone(),
+            format!("{at_limit}d"),
+            format!("*.{at_limit}"),
+        ] {
+            assert_eq!(normalize(&name), normalize_slowly(&name), "{name:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_shortcut_agrees_with_the_full_path(name in "(\\*\\.)?[a-zA-Z0-9.*_:-]{0,12}(\\.[a-z0-9-]{0,4}){0,4}\\.?") {
+            proptest::prop_assert_eq!(normalize(&name), normalize_slowly(&name));
+        }
     }
 
     #[test]
