@@ -3,13 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::value::RawValue;
-
 use crate::engine::attach::{RouteEval, evaluate_route};
 use crate::engine::plan::{self, newcomer_conflicts, route_ref};
 use crate::engine::{Action, Reason, Violation};
 use crate::index::Snapshot;
-use crate::model::{self, Object, Route};
+use crate::model::{Object, Route};
 use crate::webhook::AdmissionRequest;
 
 /// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
@@ -54,33 +52,27 @@ pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
         // DELETE (and CONNECT) are always allowed: removing a claim never breaks DNS rules.
         return Decision::allow();
     }
-    let object = match request.object.as_deref().map(decode) {
-        None => return Decision::allow(),
-        Some(Ok(None)) => return Decision::allow(),
+    let object = match &request.object {
+        None | Some(Ok(None)) => return Decision::allow(),
         Some(Ok(Some(object))) => object,
-        Some(Err(message)) => return unreadable(message),
+        Some(Err(error)) => return unreadable(error.to_string()),
     };
-    let old = match request.old_object.as_deref().map(decode) {
-        Some(Ok(old)) => old,
-        // An unreadable old object only loses the "pre-existing" downgrade; judge the new one.
-        Some(Err(_)) | None => None,
+    // An unreadable old object only loses the "pre-existing" downgrade; judge the new one.
+    let old = match &request.old_object {
+        Some(Ok(Some(old))) => Some(old),
+        _ => None,
     };
     match object {
         Object::Route(route) => {
             let old_route = match old {
-                Some(Object::Route(old)) if operation == "UPDATE" => Some(old),
+                Some(Object::Route(old)) if operation == "UPDATE" => Some(&**old),
                 _ => None,
             };
-            decide_route(snap, &route, old_route.as_deref())
+            decide_route(snap, route, old_route)
         }
-        Object::Gateway(_) | Object::ListenerSet(_) => decide_parent(snap, object),
+        Object::Gateway(_) | Object::ListenerSet(_) => decide_parent(snap, object.clone()),
         Object::Namespace(_) => Decision::allow(),
     }
-}
-
-/// The same decoder as every other source, reading the review's JSON text directly.
-fn decode(raw: &RawValue) -> Result<Option<Object>, String> {
-    model::decode_json(raw.get()).map_err(|err| err.to_string())
 }
 
 fn unreadable(message: String) -> Decision {
@@ -274,8 +266,7 @@ impl crate::webhook::AdmissionHandler for EngineHandler {
     }
 
     fn handle(&self, request: &AdmissionRequest) -> crate::webhook::Verdict {
-        let snapshot = self.index.snapshot();
-        let decision = decide(&snapshot, request);
+        let decision = self.index.read(|snapshot| decide(snapshot, request));
         if let Some(why) = &decision.unreadable {
             self.metrics
                 .record_evaluation_error(crate::metrics::EvaluationErrorKind::Unreadable);

@@ -676,6 +676,12 @@ impl Index {
         self.inner.published.load_full()
     }
 
+    /// Runs `read` on the current snapshot without taking a reference count on it: a webhook
+    /// request reads for microseconds, and a shared count would move between cores on each one.
+    pub fn read<R>(&self, read: impl FnOnce(&Snapshot) -> R) -> R {
+        read(&self.inner.published.load())
+    }
+
     /// A receiver whose value (a change counter) moves on every change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()

@@ -484,7 +484,7 @@ impl Object {
 }
 
 /// Why an object could not be read. `path` is the field path, e.g. `spec.hostnames[1]`.
-#[derive(Clone, Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error("{path}: {message}")]
     Field { path: String, message: String },
@@ -553,12 +553,20 @@ pub fn decode_json(text: &str) -> Result<Option<Object>, DecodeError> {
             };
         }
     };
-    let (Some(api_version), Some(kind)) = (raw.api_version.as_deref(), raw.kind.as_deref()) else {
-        return Err(DecodeError::MissingType);
-    };
-    match ObjectKind::from_type(api_version, kind) {
-        None => Ok(None),
-        Some(kind) => raw.into_object(kind).map(Some),
+    raw.project()
+}
+
+/// An object read in the same pass as the JSON around it (the webhook reads an AdmissionReview's
+/// objects so): what [`decode_json`] returns for the object's text. Deserializing fails only
+/// when the JSON does not have the shape gateway-dns reads; the caller then reads the object
+/// again as text with [`decode_json`], which explains the failure or finds a foreign kind.
+#[derive(Clone, Debug)]
+pub struct Projection(pub Result<Option<Object>, DecodeError>);
+
+impl<'de> serde::Deserialize<'de> for Projection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <raw::Object as serde::Deserialize>::deserialize(deserializer)?;
+        Ok(Projection(raw.project()))
     }
 }
 
@@ -604,6 +612,18 @@ fn read_raw<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<raw::Ob
 }
 
 impl raw::Object {
+    /// The projection for the object's own `apiVersion` and `kind` (None: a kind we do not read).
+    fn project(self) -> Result<Option<Object>, DecodeError> {
+        let (Some(api_version), Some(kind)) = (self.api_version.as_deref(), self.kind.as_deref())
+        else {
+            return Err(DecodeError::MissingType);
+        };
+        match ObjectKind::from_type(api_version, kind) {
+            None => Ok(None),
+            Some(kind) => self.into_object(kind).map(Some),
+        }
+    }
+
     fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
         let meta = self.metadata.into_meta(kind.is_namespaced())?;
         let (spec, status) = (self.spec, self.status);

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::model::{DecodeError, Object, Projection, decode_json};
+
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
 /// kube-apiserver ignores warnings past 4096 characters in total; we never send more.
@@ -39,9 +41,9 @@ where
     }
 }
 
-/// The `request` member of an AdmissionReview: what a handler reads. The objects stay JSON
-/// text, so a handler decodes them straight into its own types without a JSON tree between.
-#[derive(Debug, Clone, Default)]
+/// The `request` member of an AdmissionReview: what a handler reads. The objects arrive already
+/// read by the model's decoder, in the same pass as the envelope: no JSON tree, no second scan.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AdmissionRequest {
     pub uid: String,
     /// `request.kind`: the type of the object under review (empty when absent).
@@ -52,10 +54,14 @@ pub struct AdmissionRequest {
     pub name: Option<String>,
     pub dry_run: bool,
     /// `request.object`; None when absent or null (DELETE).
-    pub object: Option<Box<RawValue>>,
+    pub object: Option<ReviewObject>,
     /// `request.oldObject`; None when absent or null (CREATE).
-    pub old_object: Option<Box<RawValue>>,
+    pub old_object: Option<ReviewObject>,
 }
+
+/// An object under review as the model's decoder reads it: `Ok(None)` for a kind gateway-dns
+/// does not read, `Err` when it cannot read the object (the handler decides what that means).
+pub type ReviewObject = Result<Option<Object>, DecodeError>;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
@@ -102,10 +108,20 @@ impl Members<'_> {
             namespace: read(self.namespace),
             name: read(self.name),
             dry_run: read(self.dry_run).unwrap_or(false),
-            object: self.object.map(RawValue::to_owned),
-            old_object: self.old_object.map(RawValue::to_owned),
+            object: self.object.map(read_object),
+            old_object: self.old_object.map(read_object),
         })
     }
+}
+
+/// An object member that did not fit the one-pass read: its text through the full decoder,
+/// which says why it cannot be read (or that its kind is not one gateway-dns reads).
+fn read_object(member: &RawValue) -> ReviewObject {
+    if member.get() == "null" {
+        // Unreachable through serde (null reads as an absent member), kept total.
+        return Ok(None);
+    }
+    decode_json(member.get())
 }
 
 /// The envelope's `request` member, read in the same pass as the envelope: its members when it
@@ -175,12 +191,9 @@ impl AdmissionRequest {
         AdmissionRequest::from_json(&request.to_string())
     }
 
-    /// The object under review as a JSON tree, for handlers that want one (the engine does not).
-    pub fn object_value(&self) -> Value {
-        self.object
-            .as_deref()
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or(Value::Null)
+    /// The object under review when gateway-dns could read it.
+    pub fn object(&self) -> Option<&Object> {
+        self.object.as_ref()?.as_ref().ok()?.as_ref()
     }
 }
 
@@ -256,9 +269,61 @@ pub enum Error {
     MissingUid,
 }
 
-/// Decodes and checks an AdmissionReview body, reading only the envelope's own members and
-/// the request's; nothing becomes a JSON tree.
+/// Decodes and checks an AdmissionReview body in one pass: the envelope, the request's members
+/// and the objects, read straight into the model's projection. A body that does not fit that
+/// typed read (bad input, odd member types, an object of another shape) is read again by the
+/// tolerant path, which gives the same answer for well-formed reviews and the precise error
+/// for the rest.
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, Error> {
+    if let Some(request) = std::str::from_utf8(body).ok().and_then(parse_typed) {
+        return Ok(request);
+    }
+    parse_tolerantly(body)
+}
+
+/// The one-pass read of a well-formed review; None sends the body to [`parse_tolerantly`].
+fn parse_typed(text: &str) -> Option<AdmissionRequest> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        kind: &'a str,
+        request: TypedMembers,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct TypedMembers {
+        uid: String,
+        #[serde(default)]
+        kind: GroupVersionKind,
+        #[serde(default)]
+        operation: String,
+        namespace: Option<String>,
+        name: Option<String>,
+        dry_run: Option<bool>,
+        object: Option<Projection>,
+        old_object: Option<Projection>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+    if envelope.api_version != API_VERSION || envelope.kind != KIND {
+        return None;
+    }
+    let members = envelope.request;
+    Some(AdmissionRequest {
+        uid: members.uid,
+        kind: members.kind,
+        operation: members.operation,
+        namespace: members.namespace,
+        name: members.name,
+        dry_run: members.dry_run.unwrap_or(false),
+        object: members.object.map(|projection| projection.0),
+        old_object: members.old_object.map(|projection| projection.0),
+    })
+}
+
+/// Reads any body: the envelope's and the request's members as raw JSON, each then read on its
+/// own, so a member of the wrong type reads as absent and a bad body gets a precise error.
+fn parse_tolerantly(body: &[u8]) -> Result<AdmissionRequest, Error> {
     #[derive(Deserialize)]
     struct Envelope<'a> {
         #[serde(rename = "apiVersion", borrow)]
@@ -389,8 +454,29 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
 
 /// The AdmissionReview response for `uid`, as the JSON body to send.
 pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
+    let review = review_out(uid, verdict);
+    // Sized up front (the envelope, the uid and the texts, plus room for escapes): growing the
+    // buffer step by step cost more than writing it.
+    let texts: usize = review
+        .response
+        .warnings
+        .iter()
+        .map(|w| w.len() + 3)
+        .sum::<usize>()
+        + verdict.denial.as_ref().map_or(0, |denial| {
+            2 * denial.message.len()
+                + denial
+                    .causes
+                    .iter()
+                    .map(|c| c.reason.len() + c.field.len() + c.message.len() + 40)
+                    .sum::<usize>()
+        });
+    let mut out = Vec::with_capacity(256 + uid.len() + texts + texts / 8);
     // Strings, bools and numbers only: serializing cannot fail.
-    serde_json::to_vec(&review_out(uid, verdict)).unwrap_or_default()
+    match serde_json::to_writer(&mut out, &review) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The same response as a JSON tree (for tests and tools).
@@ -510,7 +596,10 @@ mod tests {
         assert_eq!(parsed.name.as_deref(), Some("web"));
         assert_eq!(parsed.kind.kind, "HTTPRoute");
         assert_eq!(parsed.kind.group, "gateway.networking.k8s.io");
-        assert_eq!(parsed.object_value(), object);
+        match parsed.object() {
+            Some(Object::Namespace(namespace)) => assert_eq!(&*namespace.meta.name, "aé"),
+            other => panic!("expected the Namespace, got {other:?}"),
+        }
         assert!(parsed.old_object.is_none());
         // Members of the wrong type read as absent; only the uid is required.
         let odd = parse_review(&review(
@@ -524,6 +613,72 @@ mod tests {
         // Escaped envelope strings still match.
         let escaped = br#"{"apiVersion":"admission.k8s.io\/v1","kind":"Admission\u0052eview","request":{"uid":"a"}}"#;
         assert_eq!(parse_review(escaped).unwrap().uid, "a");
+    }
+
+    /// Every review the one-pass read takes must read the same through the tolerant path.
+    fn assert_both_paths_agree(body: &[u8]) -> bool {
+        let tolerant = parse_tolerantly(body).expect("a well-formed review");
+        let typed = std::str::from_utf8(body).ok().and_then(parse_typed);
+        if let Some(typed) = &typed {
+            assert_eq!(typed, &tolerant, "{}", String::from_utf8_lossy(body));
+        }
+        assert_eq!(parse_review(body).expect("a well-formed review"), tolerant);
+        typed.is_some()
+    }
+
+    #[test]
+    fn the_one_pass_read_agrees_with_the_tolerant_read_on_every_review_fixture() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut read_in_one_pass = 0;
+        let mut files = 0;
+        for dir in ["tests/fixtures/admission/reviews", "examples/admission"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                let body = std::fs::read(&path).unwrap();
+                files += 1;
+                read_in_one_pass += usize::from(assert_both_paths_agree(&body));
+            }
+        }
+        assert!(files >= 20, "{files} fixtures");
+        // Only the deliberately unreadable object falls back to the tolerant read.
+        assert_eq!(read_in_one_pass, files - 1);
+    }
+
+    #[test]
+    fn objects_the_one_pass_read_cannot_take_read_as_before() {
+        let route = |spec: Value| {
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "r", "namespace": "a"}, "spec": spec})
+        };
+        let cases = [
+            // A field of the wrong type: unreadable, with its path.
+            json!({"uid": "u", "operation": "CREATE", "object": route(json!({"hostnames": "x"}))}),
+            // A foreign kind with a shape unlike ours: not ours to read.
+            json!({"uid": "u", "operation": "CREATE", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "spec": [1]}}),
+            // Odd member types next to a readable object.
+            json!({"uid": "u", "operation": 7, "dryRun": "no", "object": route(json!({"hostnames": ["a.example.com"]}))}),
+            json!({"uid": "u", "kind": null, "namespace": 3, "oldObject": route(json!({}))}),
+            // Readable in one pass.
+            json!({"uid": "u", "operation": "UPDATE", "dryRun": true, "object": route(json!({"hostnames": ["a.example.com"]})), "oldObject": route(json!({}))}),
+        ];
+        let mut one_pass = Vec::new();
+        for request in cases {
+            one_pass.push(assert_both_paths_agree(&review(request)));
+        }
+        assert_eq!(one_pass, [false, false, false, false, true]);
+        let unreadable = parse_review(&review(
+            json!({"uid": "u", "object": route(json!({"hostnames": "x"}))}),
+        ))
+        .unwrap();
+        match unreadable.object {
+            Some(Err(DecodeError::Field { path, .. })) => assert_eq!(path, "spec.hostnames"),
+            other => panic!("expected a field error, got {other:?}"),
+        }
+        let foreign = parse_review(&review(
+            json!({"uid": "u", "object": {"apiVersion": "v1", "kind": "ConfigMap", "spec": [1]}}),
+        ))
+        .unwrap();
+        assert!(matches!(foreign.object, Some(Ok(None))));
     }
 
     #[test]

@@ -271,10 +271,10 @@ pub struct TestHandler;
 
 impl AdmissionHandler for TestHandler {
     fn handle(&self, request: &AdmissionRequest) -> Verdict {
-        let object = &request.object_value();
-        let name = object["metadata"]["name"].as_str().unwrap_or("unnamed");
-        let verdict = object["metadata"]["annotations"][VERDICT_ANNOTATION]
-            .as_str()
+        let meta = request.object().map(|object| object.meta());
+        let name = meta.map_or("unnamed", |meta| &*meta.name);
+        let verdict = meta
+            .and_then(|meta| meta.annotations.get(VERDICT_ANNOTATION))
             .unwrap_or("allow");
         if verdict == "deny" {
             let causes = vec![
