@@ -52,7 +52,7 @@ impl EvaluationErrorKind {
 #[derive(Debug, Default)]
 pub struct Metrics {
     admission_latency: Histogram,
-    admission_requests: LabeledCounters,
+    admission_requests: OutcomeCounters,
     admission_decisions: LabeledCounters,
     evaluation_errors: LabeledCounters,
     cache_objects: LabeledGauges,
@@ -76,7 +76,7 @@ impl Metrics {
     /// Counts one answered AdmissionReview by outcome: `allowed`, `denied` or `error`
     /// (an HTTP error status for bad input).
     pub fn record_admission_request(&self, outcome: &str) {
-        self.admission_requests.inc(&[outcome], 1);
+        self.admission_requests.inc(outcome);
     }
 
     /// Counts one finding reported to the user, by reason (e.g. `HostnameConflict`) and action
@@ -137,7 +137,7 @@ impl Metrics {
 
     /// Number of admission latency observations so far.
     pub fn admission_latency_count(&self) -> u64 {
-        self.admission_latency.count.load(Ordering::Relaxed)
+        self.admission_latency.count()
     }
 
     /// Renders every series in the Prometheus text exposition format (version 0.0.4).
@@ -158,7 +158,6 @@ impl Metrics {
             out,
             "gateway_dns_admission_requests_total",
             "AdmissionReview requests answered, by outcome.",
-            &["outcome"],
         )?;
         self.admission_decisions.render(
             out,
@@ -212,23 +211,41 @@ impl Metrics {
     }
 }
 
-/// A latency histogram with fixed buckets, updated without locks.
+/// Shards of a per-request series: every `/validate` request updates the latency histogram and
+/// the outcome counter, and one shared cache line would move between cores on each of them.
+const SHARDS: usize = 8;
+
+/// This thread's shard: threads take shards in turn, so a runtime's workers rarely share one.
+fn shard_index() -> usize {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static SHARD: usize = (NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS as u64) as usize;
+    }
+    SHARD.with(|shard| *shard)
+}
+
+/// One shard of the latency histogram: its buckets and sum, on cache lines of its own.
 #[derive(Debug)]
-struct Histogram {
+#[repr(align(128))]
+struct HistogramShard {
     /// Non-cumulative counts per bucket; the last slot is `+Inf`.
     buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len() + 1],
     sum_nanos: AtomicU64,
-    count: AtomicU64,
 }
 
-impl Default for Histogram {
+impl Default for HistogramShard {
     fn default() -> Self {
         Self {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             sum_nanos: AtomicU64::new(0),
-            count: AtomicU64::new(0),
         }
     }
+}
+
+/// A latency histogram with fixed buckets, updated without locks; the count is the bucket total.
+#[derive(Debug, Default)]
+struct Histogram {
+    shards: [HistogramShard; SHARDS],
 }
 
 impl Histogram {
@@ -238,27 +255,91 @@ impl Histogram {
             .iter()
             .position(|upper| seconds <= *upper)
             .unwrap_or(LATENCY_BUCKETS_SECONDS.len());
-        self.buckets[slot].fetch_add(1, Ordering::Relaxed);
+        let shard = &self.shards[shard_index()];
+        shard.buckets[slot].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
+        shard.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn bucket(&self, slot: usize) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| shard.buckets[slot].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn count(&self) -> u64 {
+        (0..=LATENCY_BUCKETS_SECONDS.len())
+            .map(|slot| self.bucket(slot))
+            .sum()
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str) -> Result<(), Error> {
         writeln!(out, "# HELP {name} {help}")?;
         writeln!(out, "# TYPE {name} histogram")?;
         let mut cumulative = 0u64;
-        for (upper, bucket) in LATENCY_BUCKETS_SECONDS.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Ordering::Relaxed);
+        for (slot, upper) in LATENCY_BUCKETS_SECONDS.iter().enumerate() {
+            cumulative += self.bucket(slot);
             writeln!(out, "{name}_bucket{{le=\"{upper}\"}} {cumulative}")?;
         }
-        cumulative += self.buckets[LATENCY_BUCKETS_SECONDS.len()].load(Ordering::Relaxed);
+        cumulative += self.bucket(LATENCY_BUCKETS_SECONDS.len());
         writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}")?;
-        let sum_seconds = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum_nanos: u64 = self
+            .shards
+            .iter()
+            .map(|shard| shard.sum_nanos.load(Ordering::Relaxed))
+            .sum();
+        let sum_seconds = sum_nanos as f64 / 1e9;
         writeln!(out, "{name}_sum {sum_seconds}")?;
         // Use the bucket total so that `_count` always equals the `+Inf` bucket.
         writeln!(out, "{name}_count {cumulative}")?;
         Ok(())
+    }
+}
+
+/// The outcomes every `/validate` answer is counted under.
+const OUTCOMES: [&str; 3] = ["allowed", "denied", "error"];
+
+/// One counter shard per outcome, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct OutcomeShard([AtomicU64; OUTCOMES.len()]);
+
+/// Answered requests by outcome: sharded, lock-free counters for the known outcomes (one per
+/// request), labelled series for anything else.
+#[derive(Debug, Default)]
+struct OutcomeCounters {
+    shards: [OutcomeShard; SHARDS],
+    others: LabeledCounters,
+}
+
+impl OutcomeCounters {
+    fn inc(&self, outcome: &str) {
+        match OUTCOMES.iter().position(|known| *known == outcome) {
+            Some(slot) => {
+                self.shards[shard_index()].0[slot].fetch_add(1, Ordering::Relaxed);
+            }
+            None => self.others.inc(&[outcome], 1),
+        }
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) -> Result<(), Error> {
+        let mut series: Vec<(Vec<String>, u64)> = OUTCOMES
+            .iter()
+            .enumerate()
+            .map(|(slot, outcome)| {
+                let total = self
+                    .shards
+                    .iter()
+                    .map(|shard| shard.0[slot].load(Ordering::Relaxed))
+                    .sum();
+                (vec![(*outcome).to_string()], total)
+            })
+            .filter(|(_, total)| *total > 0)
+            .collect();
+        series.extend(self.others.snapshot());
+        series.sort();
+        render_series(out, name, help, &["outcome"], &series)
     }
 }
 
@@ -317,6 +398,13 @@ impl<V: SeriesValue> Labeled<V> {
             .map_or_else(|_| V::default(), |found| values[found].1)
     }
 
+    fn snapshot(&self) -> Vec<(Vec<String>, V)> {
+        self.values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     fn render(
         &self,
         out: &mut String,
@@ -324,21 +412,28 @@ impl<V: SeriesValue> Labeled<V> {
         help: &str,
         label_names: &[&str],
     ) -> Result<(), Error> {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} {}", V::TYPE)?;
-        let values = self
-            .values
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (label_values, value) in values.iter() {
-            writeln!(
-                out,
-                "{name}{} {value}",
-                label_set(label_names, label_values)
-            )?;
-        }
-        Ok(())
+        render_series(out, name, help, label_names, &self.snapshot())
     }
+}
+
+/// Writes one metric family: its help and type lines, then one line per series.
+fn render_series<V: SeriesValue>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label_names: &[&str],
+    series: &[(Vec<String>, V)],
+) -> Result<(), Error> {
+    writeln!(out, "# HELP {name} {help}")?;
+    writeln!(out, "# TYPE {name} {}", V::TYPE)?;
+    for (label_values, value) in series {
+        writeln!(
+            out,
+            "{name}{} {value}",
+            label_set(label_names, label_values)
+        )?;
+    }
+    Ok(())
 }
 
 impl Labeled<u64> {
@@ -447,6 +542,40 @@ mod tests {
         let mut sorted = order.clone();
         sorted.sort();
         assert_eq!(order, sorted);
+    }
+
+    #[test]
+    fn outcomes_counted_on_every_thread_add_up() {
+        let metrics = std::sync::Arc::new(Metrics::new());
+        let threads: Vec<_> = (0..12)
+            .map(|thread| {
+                let metrics = metrics.clone();
+                std::thread::spawn(move || {
+                    for request in 0..100 {
+                        let outcome = ["allowed", "denied", "error", "odd"][(thread + request) % 4];
+                        metrics.record_admission_request(outcome);
+                        metrics.observe_admission_latency(Duration::from_micros(300));
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let text = metrics.render();
+        for outcome in ["allowed", "denied", "error", "odd"] {
+            let line =
+                format!("gateway_dns_admission_requests_total{{outcome=\"{outcome}\"}} 300\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert_eq!(metrics.admission_latency_count(), 1200);
+        assert!(
+            text.contains("gateway_dns_admission_duration_seconds_bucket{le=\"0.0005\"} 1200\n")
+        );
+        assert!(
+            text.contains("gateway_dns_admission_duration_seconds_sum 0.36\n"),
+            "{text}"
+        );
     }
 
     #[test]
