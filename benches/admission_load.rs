@@ -9,7 +9,8 @@
 //! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route and round, default 1),
 //! `GATEWAY_DNS_BENCH_ROUNDS` (baseline and /validate alternate, default 10),
 //! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
-//! HTTP/1.1 on each connection).
+//! HTTP/1.1 on each connection), `GATEWAY_DNS_BENCH_ONLY=baseline` or `=validate` (drive that
+//! route alone, for a profiler to see one side; no ratio).
 //!
 //! The workload is the real decision: the engine-backed handler over an index of 20k HTTPRoutes
 //! on 200 Gateways, sent a mix of reviews that are allowed, denied (a hostname another Gateway
@@ -110,6 +111,8 @@ struct Settings {
     rounds: usize,
     connections: usize,
     http2: bool,
+    /// Drive one route alone (`baseline` or `validate`), for profiling.
+    only: Option<String>,
 }
 
 impl Settings {
@@ -125,6 +128,7 @@ impl Settings {
             rounds: (number("GATEWAY_DNS_BENCH_ROUNDS", 10.0) as usize).max(1),
             connections: number("GATEWAY_DNS_BENCH_CONNECTIONS", 64.0) as usize,
             http2: std::env::var("GATEWAY_DNS_BENCH_HTTP2").is_ok_and(|value| value == "1"),
+            only: std::env::var("GATEWAY_DNS_BENCH_ONLY").ok(),
         }
     }
 }
@@ -325,6 +329,19 @@ fn main() {
             }
         }
         println!("answers: {allowed} allowed, {warned} allowed with warnings, {denied} denied");
+        if let Some(only) = &settings.only {
+            let path = match only.as_str() {
+                "baseline" => "/baseline-allow",
+                "validate" => "/validate?timeout=10s",
+                other => panic!("GATEWAY_DNS_BENCH_ONLY={other}: expected baseline or validate"),
+            };
+            for round in 1..=settings.rounds {
+                let measured = drive(&webhook, path, bodies.clone(), &settings).await;
+                println!("round {round}: {path} {:.0} req/s", measured.per_second());
+            }
+            webhook.stop().await;
+            return;
+        }
         let mut baseline = Measured {
             requests: 0,
             elapsed: Duration::ZERO,
