@@ -49,11 +49,11 @@ impl EvaluationErrorKind {
 }
 
 /// All gateway-dns metrics. Create one with [`Metrics::new`] and share it in an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     admission_latency: Histogram,
-    admission_requests: OutcomeCounters,
-    admission_decisions: LabeledCounters,
+    admission_requests: KnownCounters,
+    admission_decisions: KnownCounters,
     evaluation_errors: LabeledCounters,
     cache_objects: LabeledGauges,
     sync_changes: LabeledCounters,
@@ -61,6 +61,24 @@ pub struct Metrics {
     last_successful_sync: LabeledGauges,
     source_staleness: LabeledGauges,
     tls_reloads: LabeledCounters,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let reasons = crate::engine::Reason::ALL.map(crate::engine::Reason::as_str);
+        Self {
+            admission_latency: Histogram::default(),
+            admission_requests: KnownCounters::new(vec![OUTCOMES.to_vec()]),
+            admission_decisions: KnownCounters::new(vec![reasons.to_vec(), ACTIONS.to_vec()]),
+            evaluation_errors: LabeledCounters::default(),
+            cache_objects: LabeledGauges::default(),
+            sync_changes: LabeledCounters::default(),
+            sync_errors: LabeledCounters::default(),
+            last_successful_sync: LabeledGauges::default(),
+            source_staleness: LabeledGauges::default(),
+            tls_reloads: LabeledCounters::default(),
+        }
+    }
 }
 
 impl Metrics {
@@ -76,13 +94,13 @@ impl Metrics {
     /// Counts one answered AdmissionReview by outcome: `allowed`, `denied` or `error`
     /// (an HTTP error status for bad input).
     pub fn record_admission_request(&self, outcome: &str) {
-        self.admission_requests.inc(outcome);
+        self.admission_requests.inc(&[outcome]);
     }
 
     /// Counts one finding reported to the user, by reason (e.g. `HostnameConflict`) and action
     /// (`deny`, `warn`, `ignore`, or the mode-adjusted action). Called by the admission handler.
     pub fn record_decision(&self, reason: &str, action: &str) {
-        self.admission_decisions.inc(&[reason, action], 1);
+        self.admission_decisions.inc(&[reason, action]);
     }
 
     /// Counts one evaluation that did not complete normally.
@@ -158,6 +176,7 @@ impl Metrics {
             out,
             "gateway_dns_admission_requests_total",
             "AdmissionReview requests answered, by outcome.",
+            &["outcome"],
         )?;
         self.admission_decisions.render(
             out,
@@ -300,46 +319,90 @@ impl Histogram {
 /// The outcomes every `/validate` answer is counted under.
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "error"];
 
-/// One counter shard per outcome, on a cache line of its own.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct OutcomeShard([AtomicU64; OUTCOMES.len()]);
+/// The actions a finding can end with (the engine's `Action`).
+const ACTIONS: [&str; 4] = ["audit", "deny", "ignore", "warn"];
 
-/// Answered requests by outcome: sharded, lock-free counters for the known outcomes (one per
-/// request), labelled series for anything else.
-#[derive(Debug, Default)]
-struct OutcomeCounters {
-    shards: [OutcomeShard; SHARDS],
+/// Counters for series whose label values are known up front (every combination of the known
+/// values of each label has a slot): lock-free and sharded per thread, since requests update
+/// them on every answer. Any other label values go to labelled series.
+#[derive(Debug)]
+struct KnownCounters {
+    /// The known values of each label, in label order.
+    dimensions: Vec<Vec<&'static str>>,
+    /// Per shard, one counter per combination; each shard padded to whole cache lines.
+    shards: Vec<Box<[AtomicU64]>>,
     others: LabeledCounters,
 }
 
-impl OutcomeCounters {
-    fn inc(&self, outcome: &str) {
-        match OUTCOMES.iter().position(|known| *known == outcome) {
-            Some(slot) => {
-                self.shards[shard_index()].0[slot].fetch_add(1, Ordering::Relaxed);
-            }
-            None => self.others.inc(&[outcome], 1),
+/// Counters per cache line pair (128 bytes).
+const COUNTERS_PER_LINE_PAIR: usize = 16;
+
+impl KnownCounters {
+    fn new(dimensions: Vec<Vec<&'static str>>) -> KnownCounters {
+        let slots: usize = dimensions.iter().map(Vec::len).product();
+        // Rounded up, plus a spare pair of lines, so no two shards share a line.
+        let padded = slots.div_ceil(COUNTERS_PER_LINE_PAIR) * COUNTERS_PER_LINE_PAIR
+            + COUNTERS_PER_LINE_PAIR;
+        let shards = (0..SHARDS)
+            .map(|_| (0..padded).map(|_| AtomicU64::new(0)).collect())
+            .collect();
+        KnownCounters {
+            dimensions,
+            shards,
+            others: LabeledCounters::default(),
         }
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) -> Result<(), Error> {
-        let mut series: Vec<(Vec<String>, u64)> = OUTCOMES
-            .iter()
-            .enumerate()
-            .map(|(slot, outcome)| {
-                let total = self
-                    .shards
-                    .iter()
-                    .map(|shard| shard.0[slot].load(Ordering::Relaxed))
-                    .sum();
-                (vec![(*outcome).to_string()], total)
-            })
-            .filter(|(_, total)| *total > 0)
-            .collect();
+    fn slot(&self, labels: &[&str]) -> Option<usize> {
+        if labels.len() != self.dimensions.len() {
+            return None;
+        }
+        let mut slot = 0;
+        for (value, known) in labels.iter().zip(&self.dimensions) {
+            slot = slot * known.len() + known.iter().position(|k| k == value)?;
+        }
+        Some(slot)
+    }
+
+    fn inc(&self, labels: &[&str]) {
+        match self.slot(labels) {
+            Some(slot) => {
+                self.shards[shard_index()][slot].fetch_add(1, Ordering::Relaxed);
+            }
+            None => self.others.inc(labels, 1),
+        }
+    }
+
+    fn render(
+        &self,
+        out: &mut String,
+        name: &str,
+        help: &str,
+        label_names: &[&str],
+    ) -> Result<(), Error> {
+        let slots: usize = self.dimensions.iter().map(Vec::len).product();
+        let mut series: Vec<(Vec<String>, u64)> = Vec::new();
+        for slot in 0..slots {
+            let total: u64 = self
+                .shards
+                .iter()
+                .map(|shard| shard[slot].load(Ordering::Relaxed))
+                .sum();
+            if total == 0 {
+                continue;
+            }
+            // The slot's label values, from its mixed-radix digits.
+            let mut rest = slot;
+            let mut values = vec![String::new(); self.dimensions.len()];
+            for (value, known) in values.iter_mut().zip(&self.dimensions).rev() {
+                *value = known[rest % known.len()].to_string();
+                rest /= known.len();
+            }
+            series.push((values, total));
+        }
         series.extend(self.others.snapshot());
         series.sort();
-        render_series(out, name, help, &["outcome"], &series)
+        render_series(out, name, help, label_names, &series)
     }
 }
 
@@ -554,6 +617,7 @@ mod tests {
                     for request in 0..100 {
                         let outcome = ["allowed", "denied", "error", "odd"][(thread + request) % 4];
                         metrics.record_admission_request(outcome);
+                        metrics.record_decision("HostnameConflict", ["deny", "warn"][request % 2]);
                         metrics.observe_admission_latency(Duration::from_micros(300));
                     }
                 })
@@ -566,6 +630,12 @@ mod tests {
         for outcome in ["allowed", "denied", "error", "odd"] {
             let line =
                 format!("gateway_dns_admission_requests_total{{outcome=\"{outcome}\"}} 300\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        for action in ["deny", "warn"] {
+            let line = format!(
+                "gateway_dns_admission_decisions_total{{reason=\"HostnameConflict\",action=\"{action}\"}} 600\n"
+            );
             assert!(text.contains(&line), "{line} in\n{text}");
         }
         assert_eq!(metrics.admission_latency_count(), 1200);
