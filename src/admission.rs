@@ -19,8 +19,6 @@ pub struct Decision {
     pub allowed: bool,
     /// Each starts with `Reason: `.
     pub warnings: Vec<String>,
-    /// The findings that deny (empty when allowed).
-    pub denials: Vec<Violation>,
     /// Every finding with its final action, for logs and metrics (audit ones included).
     pub findings: Vec<Violation>,
     /// Set when gateway-dns could not read the object (it is then allowed).
@@ -35,14 +33,36 @@ impl Decision {
         }
     }
 
+    /// The findings that deny (none when allowed).
+    pub fn denials(&self) -> impl Iterator<Item = &Violation> {
+        self.findings.iter().filter(|v| v.action == Action::Deny)
+    }
+
     /// The denial's `status.message`: one line per denying finding.
     pub fn denial_message(&self) -> String {
-        self.denials
-            .iter()
-            .map(|v| format!("{}: {}", v.reason, v.message))
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut message = String::new();
+        for v in self.denials() {
+            if !message.is_empty() {
+                message.push('\n');
+            }
+            push_finding_line(&mut message, v);
+        }
+        message
     }
+}
+
+/// `Reason: message`, the form of every warning and denial line.
+fn push_finding_line(out: &mut String, v: &Violation) {
+    out.reserve(v.reason.as_str().len() + 2 + v.message.len());
+    out.push_str(v.reason.as_str());
+    out.push_str(": ");
+    out.push_str(&v.message);
+}
+
+fn finding_line(v: &Violation) -> String {
+    let mut line = String::new();
+    push_finding_line(&mut line, v);
+    line
 }
 
 /// Decides one AdmissionReview request.
@@ -121,20 +141,14 @@ fn decide_route(snap: &Snapshot, route: &Route, old: Option<&Route>) -> Decision
             }
         }
     }
-    let denials: Vec<Violation> = violations
-        .iter()
-        .filter(|v| v.action == Action::Deny)
-        .cloned()
-        .collect();
     let warnings = violations
         .iter()
         .filter(|v| v.action == Action::Warn)
-        .map(|v| format!("{}: {}", v.reason, v.message))
+        .map(finding_line)
         .collect();
     Decision {
-        allowed: denials.is_empty(),
+        allowed: !violations.iter().any(|v| v.action == Action::Deny),
         warnings,
-        denials,
         findings: violations,
         unreadable: None,
     }
@@ -237,7 +251,7 @@ impl EngineHandler {
     }
 }
 
-/// The envelope's verdict for a decision.
+/// The envelope's verdict for a decision (its denying findings move into the causes).
 pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
     use crate::webhook::{Cause, Denial, Verdict};
     if decision.allowed {
@@ -245,8 +259,9 @@ pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
     }
     let message = decision.denial_message();
     let causes = decision
-        .denials
+        .findings
         .into_iter()
+        .filter(|v| v.action == Action::Deny)
         .map(|v| Cause {
             reason: v.reason.to_string(),
             field: v.field,

@@ -70,11 +70,16 @@ impl Claimant<'_> {
     }
 }
 
+/// `Kind/namespace/name`; built by hand, as every finding of every review names its route.
 pub fn route_ref(route: &Route) -> String {
-    format!(
-        "{}/{}/{}",
-        route.kind, route.meta.namespace, route.meta.name
-    )
+    let (kind, namespace, name) = (route.kind.kind(), &*route.meta.namespace, &*route.meta.name);
+    let mut out = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
+    out.push_str(kind);
+    out.push('/');
+    out.push_str(namespace);
+    out.push('/');
+    out.push_str(name);
+    out
 }
 
 /// Oldest route first (creationTimestamp; objects without one count as newest), then
