@@ -64,7 +64,7 @@ pub struct Snapshot {
     /// Gateway `namespace/name` → ListenerSets (`namespace/name`) whose parentRef names it.
     listener_sets_by_gateway: OrdMap<Box<str>, OrdSet<Box<str>>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
-    claims: OrdMap<NameKey, Claimants>,
+    claims: OrdMap<Arc<str>, Claimants>,
 }
 
 /// Runs `lookup` with the `namespace/name` key built on the stack: lookups happen on every
@@ -186,16 +186,14 @@ impl Snapshot {
 
     /// Routes claiming a DNS name (sorted by key).
     pub fn claimants(&self, name: &str) -> &[RouteId] {
-        self.claims
-            .get(&NameProbe::new(name))
-            .map_or(&[], Claimants::as_slice)
+        self.claims.get(name).map_or(&[], Claimants::as_slice)
     }
 
     /// Every DNS name some route claims (in name order), with its claimants.
     pub fn claims(&self) -> impl Iterator<Item = (&str, &[RouteId])> {
         self.claims
             .iter()
-            .map(|(key, ids)| (&*key.name, ids.as_slice()))
+            .map(|(name, ids)| (&**name, ids.as_slice()))
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {
@@ -561,17 +559,16 @@ impl Snapshot {
             if new.names().any(|n| n == name) {
                 continue;
             }
-            let probe = NameProbe::new(name);
             let remaining = self
                 .claims
-                .get_key_value(&probe)
+                .get_key_value(name)
                 .map(|(key, claimants)| (key.clone(), claimants.without(id)));
             match remaining {
                 Some((key, Some(rest))) => {
                     self.claims.insert(key, rest);
                 }
                 Some((_, None)) => {
-                    self.claims.remove(&probe);
+                    self.claims.remove(name);
                 }
                 None => {}
             }
@@ -583,93 +580,12 @@ impl Snapshot {
                 continue;
             }
             last = Some(&claim.name);
-            let claimants = match self.claims.get(&NameProbe::new(&claim.name)) {
+            let claimants = match self.claims.get(&*claim.name) {
                 Some(existing) => existing.with(id),
                 None => Claimants::One(id.clone()),
             };
-            self.claims
-                .insert(NameKey::new(claim.name.clone()), claimants);
+            self.claims.insert(claim.name.clone(), claimants);
         }
-    }
-}
-
-/// A claimed DNS name as the claims map's key, with its first eight bytes held inline: most
-/// comparisons of a lookup are then settled inside the B-tree node, instead of each following a
-/// pointer to a string elsewhere in memory (under load, a cache miss apiece). Ordered exactly
-/// as the names are.
-#[derive(Clone, Debug)]
-struct NameKey {
-    prefix: u64,
-    name: Arc<str>,
-}
-
-impl NameKey {
-    fn new(name: Arc<str>) -> NameKey {
-        NameKey {
-            prefix: name_prefix(&name),
-            name,
-        }
-    }
-}
-
-/// A name to look up in the claims map, compared the way [`NameKey`] is.
-struct NameProbe<'a> {
-    prefix: u64,
-    name: &'a str,
-}
-
-impl NameProbe<'_> {
-    fn new(name: &str) -> NameProbe<'_> {
-        NameProbe {
-            prefix: name_prefix(name),
-            name,
-        }
-    }
-}
-
-/// The first eight bytes, zero-padded, read big-endian: comparing these and then the whole
-/// names orders names exactly as comparing the names alone (a shorter name pads with zeros,
-/// which sort first, as a prefix does).
-fn name_prefix(name: &str) -> u64 {
-    let mut bytes = [0u8; 8];
-    let len = name.len().min(8);
-    bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
-    u64::from_be_bytes(bytes)
-}
-
-impl PartialEq for NameKey {
-    fn eq(&self, other: &NameKey) -> bool {
-        self.prefix == other.prefix && self.name == other.name
-    }
-}
-
-impl Eq for NameKey {}
-
-impl PartialOrd for NameKey {
-    fn partial_cmp(&self, other: &NameKey) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for NameKey {
-    fn cmp(&self, other: &NameKey) -> std::cmp::Ordering {
-        self.prefix
-            .cmp(&other.prefix)
-            .then_with(|| self.name.cmp(&other.name))
-    }
-}
-
-impl equivalent::Equivalent<NameKey> for NameProbe<'_> {
-    fn equivalent(&self, key: &NameKey) -> bool {
-        self.prefix == key.prefix && self.name == &*key.name
-    }
-}
-
-impl equivalent::Comparable<NameKey> for NameProbe<'_> {
-    fn compare(&self, key: &NameKey) -> std::cmp::Ordering {
-        self.prefix
-            .cmp(&key.prefix)
-            .then_with(|| self.name.cmp(&key.name))
     }
 }
 
@@ -806,55 +722,5 @@ impl Index {
         self.inner.published.store(Arc::new(state.clone()));
         drop(state);
         self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use equivalent::Comparable as _;
-
-    fn key(name: &str) -> NameKey {
-        NameKey::new(name.into())
-    }
-
-    #[test]
-    fn name_keys_order_as_their_names_do() {
-        let names = [
-            "",
-            "a",
-            "a\0",
-            "a\0b",
-            "ab",
-            "app1.example.org",
-            "app1.example.orgx",
-            "app10.example",
-            "app1.ex",
-            "*.example.com",
-            "ab\u{e9}",
-            "abcdefgh",
-            "abcdefg",
-            "abcdefghi",
-            "abcdefgg~",
-        ];
-        for left in names {
-            for right in names {
-                assert_eq!(
-                    key(left).cmp(&key(right)),
-                    left.cmp(right),
-                    "{left:?} {right:?}"
-                );
-                assert_eq!(NameProbe::new(left).compare(&key(right)), left.cmp(right));
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn name_keys_order_as_arbitrary_strings_do(left in "\\PC{0,12}", right in "[a\\x00-\\x02é]{0,10}") {
-            proptest::prop_assert_eq!(key(&left).cmp(&key(&right)), left.cmp(&right));
-            proptest::prop_assert_eq!(NameProbe::new(&left).compare(&key(&right)), left.cmp(&right));
-            proptest::prop_assert_eq!(key(&right).cmp(&key(&left)), right.cmp(&left));
-        }
     }
 }
