@@ -65,11 +65,13 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let reasons = crate::engine::Reason::ALL.map(crate::engine::Reason::as_str);
+        use crate::engine::{Action, Reason};
+        let reasons = Reason::ALL.map(Reason::as_str);
+        let actions = Action::ALL.map(Action::as_str);
         Self {
             admission_latency: Histogram::default(),
             admission_requests: KnownCounters::new(vec![OUTCOMES.to_vec()]),
-            admission_decisions: KnownCounters::new(vec![reasons.to_vec(), ACTIONS.to_vec()]),
+            admission_decisions: KnownCounters::new(vec![reasons.to_vec(), actions.to_vec()]),
             evaluation_errors: LabeledCounters::default(),
             cache_objects: LabeledGauges::default(),
             sync_changes: LabeledCounters::default(),
@@ -318,9 +320,6 @@ impl Histogram {
 
 /// The outcomes every `/validate` answer is counted under.
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "error"];
-
-/// The actions a finding can end with (the engine's `Action`).
-const ACTIONS: [&str; 4] = ["audit", "deny", "ignore", "warn"];
 
 /// Counters for series whose label values are known up front (every combination of the known
 /// values of each label has a slot): lock-free and sharded per thread, since requests update

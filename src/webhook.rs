@@ -117,10 +117,6 @@ impl Members<'_> {
 /// An object member that did not fit the one-pass read: its text through the full decoder,
 /// which says why it cannot be read (or that its kind is not one gateway-dns reads).
 fn read_object(member: &RawValue) -> ReviewObject {
-    if member.get() == "null" {
-        // Unreachable through serde (null reads as an absent member), kept total.
-        return Ok(None);
-    }
     decode_json(member.get())
 }
 
@@ -454,26 +450,16 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
 
 /// The AdmissionReview response for `uid`, as the JSON body to send.
 pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
-    let review = review_out(uid, verdict);
-    // Sized up front (the envelope, the uid and the texts, plus room for escapes): growing the
-    // buffer step by step cost more than writing it.
-    let texts: usize = review
-        .response
-        .warnings
-        .iter()
-        .map(|w| w.len() + 3)
-        .sum::<usize>()
-        + verdict.denial.as_ref().map_or(0, |denial| {
-            2 * denial.message.len()
-                + denial
-                    .causes
-                    .iter()
-                    .map(|c| c.reason.len() + c.field.len() + c.message.len() + 40)
-                    .sum::<usize>()
-        });
-    let mut out = Vec::with_capacity(256 + uid.len() + texts + texts / 8);
+    // Sized up front from the texts, which dominate the answer (a denial's causes repeat its
+    // message): growing the buffer step by step cost more than writing it.
+    let texts = verdict.warnings.iter().map(String::len).sum::<usize>()
+        + verdict
+            .denial
+            .as_ref()
+            .map_or(0, |denial| 2 * denial.message.len());
+    let mut out = Vec::with_capacity(256 + uid.len() + texts + texts / 4);
     // Strings, bools and numbers only: serializing cannot fail.
-    match serde_json::to_writer(&mut out, &review) {
+    match serde_json::to_writer(&mut out, &review_out(uid, verdict)) {
         Ok(()) => out,
         Err(_) => Vec::new(),
     }

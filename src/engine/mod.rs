@@ -138,6 +138,8 @@ pub enum Action {
 }
 
 impl Action {
+    pub const ALL: [Action; 4] = [Action::Deny, Action::Warn, Action::Audit, Action::Ignore];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Deny => "deny",
