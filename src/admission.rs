@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::engine::attach::{RouteEval, evaluate_route};
+use crate::engine::attach::evaluate_route;
 use crate::engine::plan::{self, newcomer_conflicts, route_ref};
 use crate::engine::{Action, Reason, Violation};
 use crate::index::Snapshot;
@@ -107,17 +107,19 @@ fn unreadable(message: String) -> Decision {
 }
 
 /// All violations of a route as the newcomer: intrinsic findings plus conflicts with incumbents.
-pub fn route_violations(snap: &Snapshot, route: &Route) -> (RouteEval, Vec<Violation>) {
+pub fn route_violations(snap: &Snapshot, route: &Route) -> Vec<Violation> {
     let eval = evaluate_route(snap, snap.config(), route);
-    let mut violations: Vec<Violation> = eval
-        .findings
-        .iter()
-        .map(|f| plan::violation(snap, route, f))
-        .collect();
-    violations.extend(newcomer_conflicts(snap, route, &eval));
+    let mut violations = newcomer_conflicts(snap, route, &eval);
+    // The evaluation is not kept: its findings move into the violations.
+    violations.extend(
+        eval.findings
+            .into_vec()
+            .into_iter()
+            .map(|finding| plan::into_violation(snap, route, finding)),
+    );
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
-    (eval, violations)
+    violations
 }
 
 /// Identity of a finding across an UPDATE (fields can shift when hostnames are reordered).
@@ -129,9 +131,9 @@ fn finding_identity(v: &Violation) -> (Reason, Option<String>, Option<String>) {
 }
 
 fn decide_route(snap: &Snapshot, route: &Route, old: Option<&Route>) -> Decision {
-    let (_, mut violations) = route_violations(snap, route);
+    let mut violations = route_violations(snap, route);
     if let Some(old) = old {
-        let (_, old_violations) = route_violations(snap, old);
+        let old_violations = route_violations(snap, old);
         let existing: BTreeSet<_> = old_violations.iter().map(finding_identity).collect();
         // On UPDATE only what the old object did not already have can deny.
         for v in violations.iter_mut() {

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::hostname::{self, intersect};
-use super::{AttachmentMode, Config, Reason, annotation, selector};
+use super::{AttachmentMode, Config, Reason, annotation, concat, decimal, selector};
 use crate::model::{
     Acceptance, Address, Gateway, Listener, ListenerSet, Namespace, NamespacesFrom, ObjectKind,
     ParentRef, Route, StringMap,
@@ -47,11 +47,26 @@ pub struct Origin {
 
 impl Origin {
     pub fn targets_text(&self) -> String {
-        self.targets
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut out = String::new();
+        self.push_targets(&mut out);
+        out
+    }
+
+    /// Appends the targets, comma-separated (what [`Origin::targets_text`] returns).
+    pub fn push_targets(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        for (i, target) in self.targets.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            match target {
+                Address::Hostname(name) => out.push_str(name),
+                // Writing into a String cannot fail.
+                Address::Ip(ip) => {
+                    let _ = write!(out, "{ip}");
+                }
+            }
+        }
     }
 }
 
@@ -66,13 +81,14 @@ pub enum NameSource {
 
 impl NameSource {
     pub fn field(self) -> String {
-        match self {
-            NameSource::SpecHostname(i) => format!("spec.hostnames[{i}]"),
+        let (prefix, index) = match self {
+            NameSource::SpecHostname(i) => ("spec.hostnames[", i),
             NameSource::Annotation => {
-                "metadata.annotations[external-dns.kubernetes.io/hostname]".to_owned()
+                return "metadata.annotations[external-dns.kubernetes.io/hostname]".to_owned();
             }
-            NameSource::Inherited(i) => format!("spec.parentRefs[{i}]"),
-        }
+            NameSource::Inherited(i) => ("spec.parentRefs[", i),
+        };
+        concat(&[prefix, decimal(usize::from(index), &mut [0; 20]), "]"])
     }
 }
 
@@ -590,31 +606,36 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 outside.push((host, *source));
             }
         }
-        let listener_hosts = || listener_hostnames(&attached);
-        if !matched_any && !outside.is_empty() {
-            let names: Vec<&str> = outside.iter().map(|(h, _)| &***h).collect();
-            findings.push(finding(
-                Reason::NoMatchingListenerHostname,
-                names.first().copied(),
-                outside[0].1.field(),
-                format!(
-                    "{} {} outside the listener hostnames of {}; use a hostname they serve or attach elsewhere",
-                    names.join(", "),
-                    if names.len() == 1 { "is" } else { "are" },
-                    listener_hosts()
-                ),
-            ));
-        } else {
-            for (host, source) in outside {
+        if !outside.is_empty() {
+            let listener_hosts = listener_hostnames(&attached);
+            if !matched_any {
+                let names: Vec<&str> = outside.iter().map(|(h, _)| &***h).collect();
                 findings.push(finding(
-                    Reason::HostnameOutsideListener,
-                    Some(host),
-                    source.field(),
-                    format!(
-                        "{host} is outside the listener hostnames of {}; it is ignored",
-                        listener_hosts()
-                    ),
+                    Reason::NoMatchingListenerHostname,
+                    names.first().copied(),
+                    outside[0].1.field(),
+                    concat(&[
+                        &names.join(", "),
+                        if names.len() == 1 { " is" } else { " are" },
+                        " outside the listener hostnames of ",
+                        &listener_hosts,
+                        "; use a hostname they serve or attach elsewhere",
+                    ]),
                 ));
+            } else {
+                for (host, source) in outside {
+                    findings.push(finding(
+                        Reason::HostnameOutsideListener,
+                        Some(host),
+                        source.field(),
+                        concat(&[
+                            host,
+                            " is outside the listener hostnames of ",
+                            &listener_hosts,
+                            "; it is ignored",
+                        ]),
+                    ));
+                }
             }
         }
     } else {
@@ -725,7 +746,7 @@ pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<Listen
 }
 
 fn listener_hostnames(attached: &[Attached]) -> String {
-    let mut per_parent = Vec::new();
+    let mut out = String::new();
     for parent in attached {
         let mut hosts: Vec<&str> = parent
             .listeners
@@ -734,13 +755,29 @@ fn listener_hostnames(attached: &[Attached]) -> String {
             .collect();
         hosts.sort_unstable();
         hosts.dedup();
-        let owner = match parent.origin.listener_set.as_deref() {
-            Some(ls) => format!("ListenerSet {ls}"),
-            None => format!("Gateway {}", parent.origin.gateway),
-        };
-        per_parent.push(format!("{owner} ({})", hosts.join(", ")));
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        match parent.origin.listener_set.as_deref() {
+            Some(listener_set) => {
+                out.push_str("ListenerSet ");
+                out.push_str(listener_set);
+            }
+            None => {
+                out.push_str("Gateway ");
+                out.push_str(&parent.origin.gateway);
+            }
+        }
+        out.push_str(" (");
+        for (i, host) in hosts.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(host);
+        }
+        out.push(')');
     }
-    per_parent.join(", ")
+    out
 }
 
 #[cfg(test)]

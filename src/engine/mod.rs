@@ -38,6 +38,32 @@ pub fn annotation<'a>(annotations: &'a StringMap, name: &str) -> Option<&'a str>
         .find_map(|prefix| annotations.get_joined(prefix, name))
 }
 
+/// Joins `parts` into one exactly sized String. Finding messages are built on every review;
+/// `format!` would grow its buffer a step at a time and go through the formatting machinery.
+pub(crate) fn concat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+    for part in parts {
+        out.push_str(part);
+    }
+    out
+}
+
+/// `n` in decimal, written into `buf` (field paths such as `spec.hostnames[3]`), without `fmt`.
+pub(crate) fn decimal(n: usize, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("unknown value {value:?} for {what} (expected one of: {expected})")]
@@ -347,6 +373,15 @@ pub struct Violation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_and_concatenation_match_format() {
+        for n in [0, 7, 10, 99, 100, 65_535, usize::MAX] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string());
+        }
+        assert_eq!(concat(&["a", "", "bc", "d"]), "abcd");
+        assert_eq!(concat(&[]), "");
+    }
 
     #[test]
     fn actions_follow_overrides_and_modes() {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use super::attach::{Claim, Finding, RouteEval, World};
-use super::{Action, Config, ConflictResolution, Reason, Violation};
+use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::index::{RouteId, Snapshot};
 use crate::model::{Address, Route};
 
@@ -192,22 +192,39 @@ pub fn settle<'a>(cfg: &Config, name: &'a str, claims: Vec<Claimant<'a>>) -> Set
 
 /// The one-line message for a claim that loses `name` to `incumbent`.
 pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> String {
-    let gw = &incumbent.claim.origin.gateway;
+    let gw = &*incumbent.claim.origin.gateway;
     let targets = incumbent.claim.origin.targets_text();
     if std::ptr::eq(incumbent.route, loser.route) {
-        format!(
-            "{name} would resolve to Gateway {gw} ({targets}) and Gateway {} ({}); attach the hostname to one Gateway",
-            loser.claim.origin.gateway,
-            loser.claim.origin.targets_text()
-        )
+        concat(&[
+            name,
+            " would resolve to Gateway ",
+            gw,
+            " (",
+            &targets,
+            ") and Gateway ",
+            &loser.claim.origin.gateway,
+            " (",
+            &loser.claim.origin.targets_text(),
+            "); attach the hostname to one Gateway",
+        ])
     } else {
-        format!(
-            "{name} is already served by Gateway {gw} ({targets}) for {}; attach to {gw} or drop the hostname",
-            incumbent
-                .route_ref()
-                .split_once('/')
-                .map_or(String::new(), |(kind, rest)| format!("{kind} {rest}"))
-        )
+        let route = incumbent.route;
+        concat(&[
+            name,
+            " is already served by Gateway ",
+            gw,
+            " (",
+            &targets,
+            ") for ",
+            route.kind.kind(),
+            " ",
+            &route.meta.namespace,
+            "/",
+            &route.meta.name,
+            "; attach to ",
+            gw,
+            " or drop the hostname",
+        ])
     }
 }
 
@@ -266,9 +283,23 @@ pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation
         route,
         finding.reason,
         finding.hostname.as_deref(),
-        &finding.field,
-        &finding.message,
+        finding.field.to_string(),
+        finding.message.to_string(),
     )
+}
+
+/// [`violation`] for a finding that is no longer needed: its strings move, not copied.
+pub fn into_violation(snap: &Snapshot, route: &Route, finding: Finding) -> Violation {
+    let mut violation = violation_parts(
+        snap,
+        route,
+        finding.reason,
+        None,
+        finding.field.into(),
+        finding.message.into(),
+    );
+    violation.hostname = finding.hostname.map(Into::into);
+    violation
 }
 
 pub fn violation_parts(
@@ -276,8 +307,8 @@ pub fn violation_parts(
     route: &Route,
     reason: Reason,
     hostname: Option<&str>,
-    field: &str,
-    message: &str,
+    field: String,
+    message: String,
 ) -> Violation {
     let cfg = snap.config();
     let mode = cfg.mode_for(
@@ -289,8 +320,8 @@ pub fn violation_parts(
         reason,
         action: cfg.action_for(reason, mode),
         hostname: hostname.map(str::to_owned),
-        field: field.to_owned(),
-        message: message.to_owned(),
+        field,
+        message,
     }
 }
 
@@ -308,14 +339,14 @@ fn plan_claimed_name(
     let records = records_for(&settlement);
     let violations = settlement
         .losers
-        .iter()
+        .into_iter()
         .map(|(c, message)| {
             violation_parts(
                 snap,
                 c.route,
                 Reason::HostnameConflict,
                 Some(name),
-                &c.claim.source.field(),
+                c.claim.source.field(),
                 message,
             )
         })
@@ -365,18 +396,22 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
         id.kind == route.kind && id.namespace == route.meta.namespace && id.name == route.meta.name
     };
     let mut out = Vec::new();
+    // Reused for every name: a route has a few names, and each would allocate both anew.
+    let mut own: Vec<Claimant> = Vec::new();
+    let mut incumbents: Vec<Claimant> = Vec::new();
     for name in eval.names() {
-        let own: Vec<Claimant> = eval
-            .claims
-            .iter()
-            .filter(|c| &*c.name == name)
-            .map(|claim| Claimant {
-                route,
-                claim,
-                ttl: eval.ttl,
-            })
-            .collect();
-        let mut incumbents: Vec<Claimant> = Vec::new();
+        own.clear();
+        own.extend(
+            eval.claims
+                .iter()
+                .filter(|c| &*c.name == name)
+                .map(|claim| Claimant {
+                    route,
+                    claim,
+                    ttl: eval.ttl,
+                }),
+        );
+        incumbents.clear();
         for id in snap.claimants(name).iter().filter(|id| !is_self(id)) {
             if let Some(entry) = snap.route(id) {
                 incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
@@ -412,8 +447,8 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
                     route,
                     Reason::HostnameConflict,
                     Some(name),
-                    &claim.claim.source.field(),
-                    &conflict_message(name, &incumbent, claim),
+                    claim.claim.source.field(),
+                    conflict_message(name, &incumbent, claim),
                 ));
             }
         }
