@@ -175,16 +175,17 @@ impl StringMap {
             .into_iter()
             .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
             .collect();
-        // Stable, so a repeated key keeps its last value, as a JSON object reader would.
+        // Stable, so a repeated key keeps its last value, as a JSON object reader would: of a
+        // run of equal keys, the kept (earlier) entry takes each later one's value.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut unique: Vec<(Box<str>, Box<str>)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            if unique.last().is_some_and(|last| last.0 == entry.0) {
-                unique.pop();
+        entries.dedup_by(|later, kept| {
+            let repeated = later.0 == kept.0;
+            if repeated {
+                std::mem::swap(&mut later.1, &mut kept.1);
             }
-            unique.push(entry);
-        }
-        StringMap(unique.into_boxed_slice())
+            repeated
+        });
+        StringMap(entries.into_boxed_slice())
     }
 
     /// The entries whose key passes `keep`.
