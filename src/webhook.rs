@@ -423,10 +423,7 @@ struct DetailsOut<'a> {
 
 fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
     let status = (!verdict.allowed).then(|| {
-        let (message, causes) = match &verdict.denial {
-            Some(denial) => (denial.message.as_str(), denial.causes.as_slice()),
-            None => ("denied by gateway-dns", &[][..]),
-        };
+        let (message, causes) = denial_parts(verdict);
         StatusOut {
             metadata: EmptyObject {},
             status: "Failure",
@@ -448,21 +445,103 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
     }
 }
 
-/// The AdmissionReview response for `uid`, as the JSON body to send.
+/// The AdmissionReview response for `uid`, as the JSON body to send: the same document as
+/// [`review_response`], written by hand. It goes out with every answer, and the fixed parts
+/// need no escaping, which a serializer would check byte by byte each time.
 pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
+    let warnings = limited_warnings(&verdict.warnings);
     // Sized up front from the texts, which dominate the answer (a denial's causes repeat its
     // message): growing the buffer step by step cost more than writing it.
-    let texts = verdict.warnings.iter().map(String::len).sum::<usize>()
+    let texts = warnings.iter().map(String::len).sum::<usize>()
         + verdict
             .denial
             .as_ref()
             .map_or(0, |denial| 2 * denial.message.len());
     let mut out = Vec::with_capacity(256 + uid.len() + texts + texts / 4);
-    // Strings, bools and numbers only: serializing cannot fail.
-    match serde_json::to_writer(&mut out, &review_out(uid, verdict)) {
-        Ok(()) => out,
-        Err(_) => Vec::new(),
+    out.extend_from_slice(b"{\"apiVersion\":");
+    push_json_str(&mut out, API_VERSION);
+    out.extend_from_slice(b",\"kind\":");
+    push_json_str(&mut out, KIND);
+    out.extend_from_slice(b",\"response\":{\"uid\":");
+    push_json_str(&mut out, uid);
+    out.extend_from_slice(if verdict.allowed {
+        b",\"allowed\":true,\"warnings\":["
+    } else {
+        b",\"allowed\":false,\"warnings\":["
+    });
+    for (i, warning) in warnings.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json_str(&mut out, warning);
     }
+    out.push(b']');
+    if !verdict.allowed {
+        let (message, causes) = denial_parts(verdict);
+        out.extend_from_slice(b",\"status\":{\"metadata\":{},\"status\":\"Failure\",\"message\":");
+        push_json_str(&mut out, message);
+        out.extend_from_slice(b",\"reason\":\"Forbidden\",\"code\":403,\"details\":{\"causes\":[");
+        for (i, cause) in causes.iter().enumerate() {
+            out.extend_from_slice(if i > 0 {
+                b",{\"reason\":"
+            } else {
+                b"{\"reason\":"
+            });
+            push_json_str(&mut out, &cause.reason);
+            out.extend_from_slice(b",\"field\":");
+            push_json_str(&mut out, &cause.field);
+            out.extend_from_slice(b",\"message\":");
+            push_json_str(&mut out, &cause.message);
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}}");
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `status.message` and `status.details.causes` of a refusal (a generic message without a
+/// denial).
+fn denial_parts(verdict: &Verdict) -> (&str, &[Cause]) {
+    match &verdict.denial {
+        Some(denial) => (denial.message.as_str(), denial.causes.as_slice()),
+        None => ("denied by gateway-dns", &[]),
+    }
+}
+
+/// Appends `text` as a JSON string: quotes, backslashes and control characters escaped, the
+/// rest (UTF-8 included) copied in runs.
+fn push_json_str(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run_start = 0;
+    for (i, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => &[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ],
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[run_start..i]);
+        out.extend_from_slice(escape);
+        run_start = i + 1;
+    }
+    out.extend_from_slice(&bytes[run_start..]);
+    out.push(b'"');
 }
 
 /// The same response as a JSON tree (for tests and tools).
@@ -669,23 +748,51 @@ mod tests {
 
     #[test]
     fn the_encoded_response_is_the_response_tree() {
-        let denial = Denial {
-            message: "x is taken".into(),
-            causes: vec![Cause {
-                reason: "HostnameConflict".into(),
-                field: "spec.hostnames[0]".into(),
-                message: "x is taken".into(),
-            }],
+        let cause = |reason: &str, field: &str, message: &str| Cause {
+            reason: reason.into(),
+            field: field.into(),
+            message: message.into(),
         };
+        let one_cause = Denial {
+            message: "x is taken".into(),
+            causes: vec![cause("HostnameConflict", "spec.hostnames[0]", "x is taken")],
+        };
+        let two_causes = Denial {
+            message: "a\nb".into(),
+            causes: vec![
+                cause("HostnameConflict", "spec.hostnames[0]", "a"),
+                cause(
+                    "NoMatchingListenerHostname",
+                    "spec.hostnames[1]",
+                    "b \\ \"c\"",
+                ),
+            ],
+        };
+        let refusal_without_denial = Verdict {
+            allowed: false,
+            warnings: Vec::new(),
+            denial: None,
+        };
+        let every_escape: String = (0u8..0x20)
+            .map(char::from)
+            .chain("\"\\/é€😀".chars())
+            .collect();
+        let over_the_limit = vec!["W: ".to_string() + &"x".repeat(3000); 3];
         for verdict in [
             Verdict::allow(),
             Verdict::allow_with_warnings(vec!["A: \"quoted\" é".into()]),
-            Verdict::deny(denial, vec!["W: w".into()]),
+            Verdict::allow_with_warnings(vec![every_escape.clone(), String::new()]),
+            Verdict::allow_with_warnings(over_the_limit),
+            Verdict::deny(one_cause, vec!["W: w".into()]),
+            Verdict::deny(two_causes, Vec::new()),
+            refusal_without_denial,
         ] {
-            let bytes = encode_review_response("u\"1", &verdict);
-            let parsed: Value = serde_json::from_slice(&bytes).unwrap();
-            assert_eq!(parsed, review_response("u\"1", &verdict));
-            assert_eq!(parsed["response"]["uid"], "u\"1");
+            for uid in ["u\"1", "", every_escape.as_str()] {
+                let bytes = encode_review_response(uid, &verdict);
+                let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(parsed, review_response(uid, &verdict), "{verdict:?}");
+                assert_eq!(parsed["response"]["uid"], uid);
+            }
         }
     }
 
