@@ -23,8 +23,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # Final stage: distroless "cc" (glibc, libgcc, CA certificates; no shell, no package manager),
 # the same Debian release as the build stage so the glibc the binary links against matches.
-# glibc rather than a musl static build: musl's allocator is slow under the webhook's
-# multi-threaded load.
+# The binary brings its own allocator (mimalloc, see src/main.rs), so this choice is about
+# the C runtime alone.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /gateway-dns /gateway-dns
 # distroless's "nonroot" user; the Deployment runs as the same UID/GID.

@@ -35,6 +35,11 @@ use webhook_support::{HttpsConnection, TestWebhook, client_tls_config};
 #[allow(dead_code)]
 mod synthetic;
 
+/// The allocator of the `gateway-dns` binary (src/main.rs), so the server measured here
+/// allocates as the shipped one does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WARMUP: Duration = Duration::from_millis(300);
 
 /// What to benchmark: the decision plugged into the server and the reviews sent to it.
