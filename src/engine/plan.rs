@@ -282,7 +282,7 @@ pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation
         snap,
         route,
         finding.reason,
-        finding.hostname.as_deref(),
+        finding.hostname.as_deref().map(str::to_owned),
         finding.field.to_string(),
         finding.message.to_string(),
     )
@@ -290,23 +290,21 @@ pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation
 
 /// [`violation`] for a finding that is no longer needed: its strings move, not copied.
 pub fn into_violation(snap: &Snapshot, route: &Route, finding: Finding) -> Violation {
-    let mut violation = violation_parts(
+    violation_parts(
         snap,
         route,
         finding.reason,
-        None,
+        finding.hostname.map(Into::into),
         finding.field.into(),
         finding.message.into(),
-    );
-    violation.hostname = finding.hostname.map(Into::into);
-    violation
+    )
 }
 
 pub fn violation_parts(
     snap: &Snapshot,
     route: &Route,
     reason: Reason,
-    hostname: Option<&str>,
+    hostname: Option<String>,
     field: String,
     message: String,
 ) -> Violation {
@@ -319,7 +317,7 @@ pub fn violation_parts(
         object: route_ref(route),
         reason,
         action: cfg.action_for(reason, mode),
-        hostname: hostname.map(str::to_owned),
+        hostname,
         field,
         message,
     }
@@ -345,7 +343,7 @@ fn plan_claimed_name(
                 snap,
                 c.route,
                 Reason::HostnameConflict,
-                Some(name),
+                Some(name.to_owned()),
                 c.claim.source.field(),
                 message,
             )
@@ -446,7 +444,7 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
                     snap,
                     route,
                     Reason::HostnameConflict,
-                    Some(name),
+                    Some(name.to_owned()),
                     claim.claim.source.field(),
                     conflict_message(name, &incumbent, claim),
                 ));
