@@ -16,7 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, Provider, RecordType, normalize_name, zone_of};
+use super::{Changes, Endpoint, HalvingBatches, Provider, RecordType, normalize_name, zone_of};
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
@@ -300,25 +300,23 @@ impl PdnsProvider {
                 },
             });
         }
-        let batch_size = self.config.batch_size.max(1);
         let total = changes.len();
         let mut rejected = Vec::new();
         for (zone, rrsets) in per_zone {
             let url = self.zone_url(zone);
             // A PATCH is all-or-nothing: one RRset PowerDNS rejects (HTTP 422) would hold back
             // the batch, so a rejected batch is split in halves until the culprit is isolated.
-            let mut pending: Vec<&[PatchRrset]> = rrsets.chunks(batch_size).rev().collect();
-            while let Some(batch) = pending.pop() {
+            let mut batches = HalvingBatches::new(&rrsets, self.config.batch_size);
+            while let Some(batch) = batches.next() {
                 let body =
                     serde_json::to_vec(&PatchBody { rrsets: batch }).map_err(Error::Encode)?;
                 match self.request(Method::PATCH, &url, Some(body)).await {
                     Ok(_) => {}
-                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
-                        let (first, second) = batch.split_at(batch.len() / 2);
-                        pending.push(second);
-                        pending.push(first);
+                    Err(err) if is_content_error(&err) => {
+                        if !batches.split_rejected(batch) {
+                            rejected.push(err);
+                        }
                     }
-                    Err(err) if is_content_error(&err) => rejected.push(err),
                     Err(err) => return Err(err),
                 }
             }

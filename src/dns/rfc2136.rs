@@ -33,7 +33,8 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use super::{
-    Changes, Endpoint, Provider, RecordType, group_records, wire_name, wire_records, zone_of,
+    Changes, Endpoint, HalvingBatches, Provider, RecordType, group_records, wire_name,
+    wire_records, zone_of,
 };
 
 /// Environment variable read for the TSIG secret when no secret file is given.
@@ -580,29 +581,26 @@ impl Rfc2136Provider {
             return Ok(());
         }
         let mut stream = self.connect().await?;
-        let batch_size = self.config.batch_size.max(1);
         let total = changes.len();
         let mut rejected: Vec<Error> = Vec::new();
         for (zone, operations) in per_zone {
             let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
             let label = format!("update of zone {zone}");
-            // Work list of batches, in order. A batch the server rejects for its content is
-            // split in halves, so one bad change cannot hold back the others.
-            let mut pending: Vec<&[Operation<'_>]> = operations.chunks(batch_size).rev().collect();
+            // One bad change cannot hold back the others: see HalvingBatches.
+            let mut batches = HalvingBatches::new(&operations, self.config.batch_size);
             let rejected_before = rejected.len();
             let mut accepted = 0u32;
-            while let Some(batch) = pending.pop() {
+            while let Some(batch) = batches.next() {
                 match self
                     .send_update(&mut stream, &zone_name, batch, &label)
                     .await
                 {
                     Ok(()) => accepted = accepted.wrapping_add(1),
-                    Err(err) if is_content_error(&err) && batch.len() > 1 => {
-                        let (first, second) = batch.split_at(batch.len() / 2);
-                        pending.push(second);
-                        pending.push(first);
+                    Err(err) if is_content_error(&err) => {
+                        if !batches.split_rejected(batch) {
+                            rejected.push(err);
+                        }
                     }
-                    Err(err) if is_content_error(&err) => rejected.push(err),
                     Err(err) => return Err(err),
                 }
             }
