@@ -9,8 +9,8 @@ use gateway_dns::cli::{Cli, Command, run_certs, run_check};
 /// for each in instructions and cold metadata: the admission throughput ratio measured 0.75-0.79
 /// on glibc and 0.81-0.84 on mimalloc in alternating runs (benches/admission_load.rs, which
 /// declares the same allocator). Built without transparent huge pages (`no_thp`): with them
-/// the ratio was the same and the resident size a third larger (90 against 65 MiB for 10k
-/// routes; glibc 69 MiB).
+/// the ratio was the same and the resident size a third larger (88 against 64 MiB for 10k
+/// routes; glibc 67 MiB).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
