@@ -46,15 +46,10 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// The targets, comma-separated, written into one String (it is in every conflict message).
     pub fn targets_text(&self) -> String {
-        let mut out = String::new();
-        self.push_targets(&mut out);
-        out
-    }
-
-    /// Appends the targets, comma-separated (what [`Origin::targets_text`] returns).
-    pub fn push_targets(&self, out: &mut String) {
         use std::fmt::Write as _;
+        let mut out = String::new();
         for (i, target) in self.targets.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
@@ -67,6 +62,7 @@ impl Origin {
                 }
             }
         }
+        out
     }
 }
 
@@ -783,6 +779,30 @@ fn listener_hostnames(attached: &[Attached]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_read_as_their_display_forms_joined() {
+        let targets: Vec<Address> = ["203.0.113.1", "2001:db8::1", "lb.example.net"]
+            .into_iter()
+            .filter_map(Address::parse)
+            .collect();
+        let origin = Origin {
+            gateway: "infra/gw".into(),
+            listener_set: None,
+            targets: targets.clone().into(),
+        };
+        let joined: Vec<String> = targets.iter().map(ToString::to_string).collect();
+        assert_eq!(origin.targets_text(), joined.join(", "));
+        assert_eq!(
+            origin.targets_text(),
+            "203.0.113.1, 2001:db8::1, lb.example.net"
+        );
+        let no_address = Origin {
+            targets: Vec::new().into(),
+            ..origin
+        };
+        assert_eq!(no_address.targets_text(), "");
+    }
 
     #[test]
     fn ttl_forms() {
