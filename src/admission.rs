@@ -35,20 +35,29 @@ impl Decision {
 
     /// The findings that deny (none when allowed).
     pub fn denials(&self) -> impl Iterator<Item = &Violation> {
-        self.findings.iter().filter(|v| v.action == Action::Deny)
+        self.findings.iter().filter(|v| denies(v))
     }
 
     /// The denial's `status.message`: one line per denying finding.
     pub fn denial_message(&self) -> String {
-        let mut message = String::new();
-        for v in self.denials() {
-            if !message.is_empty() {
-                message.push('\n');
-            }
-            push_finding_line(&mut message, v);
-        }
-        message
+        denial_message(self.denials())
     }
+}
+
+fn denies(v: &Violation) -> bool {
+    v.action == Action::Deny
+}
+
+/// One `Reason: message` line per denying finding.
+fn denial_message<'v>(denials: impl Iterator<Item = &'v Violation>) -> String {
+    let mut message = String::new();
+    for v in denials {
+        if !message.is_empty() {
+            message.push('\n');
+        }
+        push_finding_line(&mut message, v);
+    }
+    message
 }
 
 /// `Reason: message`, the form of every warning and denial line.
@@ -149,7 +158,7 @@ fn decide_route(snap: &Snapshot, route: &Route, old: Option<&Route>) -> Decision
         .map(finding_line)
         .collect();
     Decision {
-        allowed: !violations.iter().any(|v| v.action == Action::Deny),
+        allowed: !violations.iter().any(denies),
         warnings,
         findings: violations,
         unreadable: None,
@@ -259,11 +268,10 @@ pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
     if decision.allowed {
         return Verdict::allow_with_warnings(decision.warnings);
     }
-    let message = decision.denial_message();
-    let causes = decision
-        .findings
+    let denials: Vec<Violation> = decision.findings.into_iter().filter(denies).collect();
+    let message = denial_message(denials.iter());
+    let causes = denials
         .into_iter()
-        .filter(|v| v.action == Action::Deny)
         .map(|v| Cause {
             reason: v.reason.to_string(),
             field: v.field,

@@ -11,9 +11,9 @@
 //!
 //! Overload policy: evaluations run on the blocking pool, at most
 //! [`WebhookOptions::max_in_flight`] at once (a handler's quick decisions, microseconds each,
-//! run on the request's own task and take no slot). A request that finds no free slot waits until its
-//! admission deadline and is then answered *allowed* with an `EvaluationOverloaded` warning,
-//! like an evaluation that overruns the deadline (`EvaluationTimeout`) or panics
+//! run on the request's own task and take no slot). A request that finds no free slot waits
+//! until its admission deadline and is then answered *allowed* with an `EvaluationOverloaded`
+//! warning, like an evaluation that overruns the deadline (`EvaluationTimeout`) or panics
 //! (`EvaluationError`): gateway-dns never blocks a valid object because of its own limits.
 
 use std::future::Future;
@@ -425,7 +425,6 @@ async fn evaluate_on_blocking_pool(
     deadline_at: TokioInstant,
     deadline: Duration,
 ) -> Verdict {
-    let handler = state.handler.clone();
     // A free slot is the common case: take it without arming a timer.
     let slot = match state.evaluation_slots.clone().try_acquire_owned() {
         Ok(permit) => Ok(Ok(permit)),
@@ -451,6 +450,7 @@ async fn evaluate_on_blocking_pool(
             )]);
         }
     };
+    let handler = state.handler.clone();
     let evaluation = tokio::task::spawn_blocking(move || {
         // The slot stays taken until the handler returns, even after a timeout answer.
         let _permit = permit;

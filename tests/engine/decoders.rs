@@ -41,14 +41,6 @@ fn assert_agree(value: &Value) {
     }
 }
 
-fn yaml_documents(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
 #[test]
 fn every_fixture_object_reads_the_same_three_ways() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -58,7 +50,7 @@ fn every_fixture_object_reads_the_same_three_ways() {
         "examples/cluster/routes.yaml",
         "tests/fixtures/admission/cluster.yaml",
     ] {
-        objects.extend(yaml_documents(&root.join(file)));
+        objects.extend(crate::objects::yaml_documents(&root.join(file)));
     }
     let reviews = root.join("tests/fixtures/admission/reviews");
     for entry in std::fs::read_dir(&reviews).expect("review fixtures") {

@@ -13,6 +13,15 @@ use serde_json::{Value, json};
 pub const V1: &str = "gateway.networking.k8s.io/v1";
 
 /// Decodes a value that must be an object gateway-dns reads.
+/// The non-empty documents of a YAML file, as JSON trees.
+pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
 pub fn decode(value: &Value) -> Object {
     match model::decode_value(value) {
         Ok(Some(object)) => object,

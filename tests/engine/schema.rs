@@ -38,14 +38,6 @@ fn round_trip(value: &Value) -> Value {
     }
 }
 
-fn documents(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
 fn fixture_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     vec![
@@ -59,7 +51,7 @@ fn fixture_files() -> Vec<PathBuf> {
 fn the_decoder_reads_only_schema_fields_under_schema_names() {
     let mut checked = 0;
     for file in fixture_files() {
-        for original in documents(&file) {
+        for original in crate::objects::yaml_documents(&file) {
             let typed = round_trip(&original);
             let ours = decode_value(&original).unwrap().expect("a kind we read");
             let via_schema = decode_value(&typed).unwrap().expect("a kind we read");
