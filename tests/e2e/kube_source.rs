@@ -24,6 +24,17 @@ fn fast_config() -> Config {
     }
 }
 
+/// Ready means listed; each watch opens just after. A fault test waits for them: a watch request
+/// still on its way when the streams are cut would open afterwards and escape the fault.
+async fn every_kind_watching(server: &ApiServer, source: &KubeSource) -> bool {
+    let watched = source
+        .status()
+        .iter()
+        .filter(|s| s.version.is_some())
+        .count();
+    eventually(Duration::from_secs(5), || server.open_watches() == watched).await
+}
+
 async fn start_source(server: &ApiServer, config: Config) -> (Index, KubeSource) {
     let client = client(Some(server.kubeconfig_path())).await.unwrap();
     let index = Index::new();
@@ -418,6 +429,8 @@ async fn a_broken_watch_keeps_the_last_state_reports_staleness_and_recovers() {
             .unwrap()
     };
 
+    assert!(every_kind_watching(&server, &source).await);
+
     // Every HTTPRoute request fails from now on; the open watch is cut.
     server.fail_next_matching(1_000_000, 500, Some("/httproutes"));
     server.drop_watches();
@@ -500,6 +513,7 @@ async fn a_quiet_kind_recovering_from_a_fault_is_confirmed_by_a_relist() {
             .unwrap()
     };
     let lists_before = udp(&source).lists;
+    assert!(every_kind_watching(&server, &source).await);
 
     // One failed re-watch after a dropped stream, then nothing changes in the cluster.
     server.fail_next_matching(1, 500, Some("udproutes?&watch=true"));
@@ -508,7 +522,9 @@ async fn a_quiet_kind_recovering_from_a_fault_is_confirmed_by_a_relist() {
         eventually(Duration::from_secs(5), || udp(&source)
             .failing_since
             .is_some())
-        .await
+        .await,
+        "{:?}",
+        udp(&source)
     );
     // Within recheck_after (2 s) plus a tick the kind is relisted and known in sync again.
     assert!(
