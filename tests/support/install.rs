@@ -421,34 +421,37 @@ pub fn only<'a, T>(items: &'a [T], origin: &str, what: &str) -> &'a T {
     &items[0]
 }
 
-/// `kubectl kustomize` when a kubectl with kustomize v5 or newer is installed; otherwise `None`
-/// and the reason.
+/// The kubectl (and kustomize) of the test control plane; `Err` never happens since that kubectl
+/// is built by the test command (a missing build fails the test with a hint instead).
 pub fn kustomize_tool() -> Result<(), String> {
-    let output = Command::new("kubectl")
+    let output = Command::new(kubectl_binary())
         .args(["version", "--client"])
         .output()
-        .map_err(|error| format!("kubectl is not installed ({error})"))?;
+        .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     let version = text
         .lines()
         .find_map(|line| line.strip_prefix("Kustomize Version: v"))
-        .ok_or_else(|| format!("kubectl reports no kustomize version: {text}"))?;
+        .unwrap_or_else(|| panic!("kubectl reports no kustomize version: {text}"));
     let major: u32 = version
         .split('.')
         .next()
         .and_then(|major| major.parse().ok())
         .unwrap_or(0);
-    if major < 5 {
-        return Err(format!(
-            "kubectl's kustomize is v{version}; the overlays need v5 or newer"
-        ));
-    }
+    assert!(
+        major >= 5,
+        "kubectl's kustomize is v{version}; the overlays need v5 or newer"
+    );
     Ok(())
+}
+
+fn kubectl_binary() -> std::path::PathBuf {
+    super::cluster::tools().join("bin/kubectl")
 }
 
 /// Builds `dir` with `kubectl kustomize` and returns the documents.
 pub fn kustomize(dir: &Path) -> Vec<Doc> {
-    let output = Command::new("kubectl")
+    let output = Command::new(kubectl_binary())
         .arg("kustomize")
         .arg(dir)
         .output()

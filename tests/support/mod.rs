@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod bind;
+pub mod cluster;
 pub mod dig;
 pub mod install;
 pub mod net;

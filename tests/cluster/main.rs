@@ -1,0 +1,8 @@
+//! Tests against a real Kubernetes control plane: etcd and kube-apiserver built from the
+//! Kubernetes Go modules, real kubectl, the Gateway API CRDs, and the real `gateway-dns serve`
+//! binary with the RBAC and webhook configuration of `manifests/base`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod seed_story;
