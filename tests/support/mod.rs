@@ -9,4 +9,5 @@ pub mod dig;
 pub mod install;
 pub mod net;
 pub mod pdns;
+pub mod proxy;
 pub mod webhook;
