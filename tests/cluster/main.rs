@@ -5,4 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod faults;
+mod lease;
+mod rbac;
 mod seed_story;

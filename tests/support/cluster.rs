@@ -388,6 +388,16 @@ impl Serve {
     /// Starts serve with `kubeconfig` and `args` (zones, provider, mode...). Returns at once;
     /// see [`Serve::wait_ready`].
     pub fn start(kubeconfig: &Path, identity: &str, args: &[&str]) -> Serve {
+        Serve::start_with_env(kubeconfig, identity, args, &[])
+    }
+
+    /// [`Serve::start`] with extra environment variables (secrets such as a TSIG key).
+    pub fn start_with_env(
+        kubeconfig: &Path,
+        identity: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let work = tempfile::Builder::new()
             .prefix("gateway-dns-serve-")
             .tempdir()
@@ -417,6 +427,7 @@ impl Serve {
             .args(args)
             .env("GATEWAY_DNS_LOG", "info,gateway_dns=debug")
             .env("POD_NAME", identity)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(work.path().join("serve.log")).unwrap())
             .spawn()

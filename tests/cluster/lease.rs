@@ -1,0 +1,181 @@
+//! Two `serve` processes on one Lease, writing to one real BIND through RFC 2136: only the
+//! Lease holder writes; when it is killed the other takes the Lease once it expires and takes
+//! over the records without writing them a second time.
+
+use std::time::{Duration, Instant};
+
+use crate::support::bind::{Bind, KEY_NAME, SECRET};
+use crate::support::cluster::{ControlPlane, Serve};
+use crate::support::dig;
+
+/// serve's Lease duration (15 s) plus its retry period (2 s, with jitter), and some slack for a
+/// busy two-core machine.
+const TAKEOVER_LIMIT: Duration = Duration::from_secs(22);
+const LIMIT: Duration = Duration::from_secs(30);
+const APPLIED: &str = "gateway_dns_sync_changes_total{action=\"applied\"}";
+const LAST_SYNC: &str = "gateway_dns_last_successful_sync_timestamp_seconds";
+
+fn route(name: &str, hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
+         namespace: infra\nspec:\n  parentRefs:\n  - name: public\n  hostnames:\n  - {hostname}\n"
+    )
+}
+
+const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n";
+
+fn holder(cluster: &ControlPlane) -> String {
+    cluster
+        .kubectl(&[
+            "get",
+            "lease",
+            "gateway-dns",
+            "-n",
+            "gateway-dns",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+        .stdout
+}
+
+async fn wait_holder(cluster: &ControlPlane, identity: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if holder(cluster) == identity {
+            return start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "{identity} does not hold the Lease after {limit:?} (holder: {:?})",
+        holder(cluster)
+    );
+}
+
+async fn bind_answer(bind: &Bind, name: &str) -> Vec<String> {
+    let (server, name) = (bind.addr(), name.to_string());
+    tokio::task::spawn_blocking(move || dig::query(server, &name, "A", false).data("A"))
+        .await
+        .unwrap()
+}
+
+async fn wait_bind(bind: &Bind, name: &str, expected: &[&str]) {
+    let start = Instant::now();
+    while start.elapsed() < LIMIT {
+        if bind_answer(bind, name).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("BIND does not answer {expected:?} for {name}");
+}
+
+async fn serial(bind: &Bind) -> u32 {
+    let (server, zone) = (bind.addr(), bind.zone.clone());
+    tokio::task::spawn_blocking(move || dig::query(server, &zone, "SOA", false).soa_serial())
+        .await
+        .unwrap()
+        .expect("BIND answers the SOA")
+}
+
+async fn applied(serve: &Serve) -> f64 {
+    serve.metric(APPLIED).await.unwrap_or(0.0)
+}
+
+fn replica(kubeconfig: &std::path::Path, bind: &Bind, identity: &str) -> Serve {
+    Serve::start_with_env(
+        kubeconfig,
+        identity,
+        &[
+            "--provider",
+            "rfc2136",
+            "--zone",
+            "example.com",
+            "--rfc2136-server",
+            &bind.addr().to_string(),
+            "--rfc2136-tsig-key-name",
+            KEY_NAME,
+            "--interval",
+            "2s",
+        ],
+        &[("GATEWAY_DNS_RFC2136_TSIG_SECRET", SECRET)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_only_the_holder_writes_and_a_killed_holder_is_replaced() {
+    let cluster = ControlPlane::start();
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let bind = Bind::start("example.com", "");
+    cluster.apply(GATEWAY, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.apply(&route("one", "one.example.com"), &[]).ok();
+
+    let mut first = replica(&kubeconfig, &bind, "replica-a");
+    first.wait_ready(LIMIT).await;
+    wait_holder(&cluster, "replica-a", LIMIT).await;
+    wait_bind(&bind, "one.example.com", &["203.0.113.10"]).await;
+    let second = replica(&kubeconfig, &bind, "replica-b");
+    second.wait_ready(LIMIT).await;
+
+    // Both replicas see the new route; only the holder writes it.
+    cluster.apply(&route("two", "two.example.com"), &[]).ok();
+    wait_bind(&bind, "two.example.com", &["203.0.113.10"]).await;
+    // Several resync intervals pass with both running: still one writer.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(holder(&cluster), "replica-a");
+    assert!(applied(&first).await > 0.0, "the holder applied nothing");
+    assert_eq!(applied(&second).await, 0.0, "the standby wrote to DNS");
+    let serial_before = serial(&bind).await;
+
+    first.kill();
+    let takeover = wait_holder(&cluster, "replica-b", TAKEOVER_LIMIT).await;
+    // The new holder's first passes find every record in place and its own (same owner id):
+    // nothing is written twice, and BIND's serial (one step per UPDATE) does not move.
+    let synced_at = Instant::now();
+    while second.metric(LAST_SYNC).await.unwrap_or(0.0) == 0.0 {
+        assert!(
+            synced_at.elapsed() < LIMIT,
+            "the new holder never completed a sync pass:\n{}",
+            second.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        applied(&second).await,
+        0.0,
+        "the new holder rewrote existing records"
+    );
+    assert_eq!(
+        serial(&bind).await,
+        serial_before,
+        "an UPDATE was sent for records in place"
+    );
+    assert_eq!(
+        bind_answer(&bind, "one.example.com").await,
+        ["203.0.113.10"]
+    );
+
+    // And it writes what changes from now on.
+    cluster
+        .apply(&route("three", "three.example.com"), &[])
+        .ok();
+    wait_bind(&bind, "three.example.com", &["203.0.113.10"]).await;
+    assert!(serial(&bind).await > serial_before);
+    // The counter follows the pass that wrote (metrics are exported every few seconds).
+    let counted = Instant::now();
+    while applied(&second).await == 0.0 {
+        assert!(
+            counted.elapsed() < LIMIT,
+            "the new holder's writes were not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("takeover after the holder was killed: {takeover:?}");
+}
