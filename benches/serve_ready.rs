@@ -9,7 +9,6 @@
 //! `GATEWAY_DNS_CONTROL_PLANE=DIR`). Run: `cargo bench --bench serve_ready [-- ROUTES...]`.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
 mod support;
 
 use std::time::{Duration, Instant};
