@@ -5,4 +5,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api;
 mod seed_story;
+mod source;
