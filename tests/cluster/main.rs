@@ -6,5 +6,6 @@
 mod support;
 
 mod api;
+mod leader;
 mod seed_story;
 mod source;
