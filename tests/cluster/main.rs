@@ -7,5 +7,6 @@ mod support;
 
 mod api;
 mod leader;
+mod replicas;
 mod seed_story;
 mod source;
