@@ -9,4 +9,5 @@ mod api;
 mod leader;
 mod replicas;
 mod seed_story;
+mod serve;
 mod source;
