@@ -5,7 +5,12 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api;
 mod faults;
+mod leader;
 mod lease;
 mod rbac;
+mod replicas;
 mod seed_story;
+mod serve;
+mod source;
