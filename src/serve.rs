@@ -15,6 +15,7 @@ use crate::engine::plan::full_plan;
 use crate::index::{Index, Snapshot};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
+use crate::model::dns_name::canonical;
 use crate::server::{self, Readiness, WebhookOptions, WebhookState};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, SyncMetrics, Syncer};
@@ -249,7 +250,7 @@ fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>
         .zones
         .iter()
         .chain(&args.rfc2136_zones)
-        .map(|z| dns::normalize_name(z))
+        .map(|z| canonical(z.trim()).into_owned())
         .collect();
     zones.sort();
     zones.dedup();

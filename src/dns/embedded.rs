@@ -22,9 +22,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
 
+use crate::model::dns_name::canonical;
+
 use super::{
-    Changes, Endpoint, Provider, RecordType, in_zone, name_string, normalize_name, wire_name,
-    wire_records, zone_of,
+    Changes, Endpoint, Provider, RecordType, in_zone, name_string, wire_name, wire_records, zone_of,
 };
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
@@ -53,7 +54,7 @@ impl EmbeddedConfig {
     pub fn new(zones: Vec<String>) -> Self {
         EmbeddedConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
-            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
         }
     }
@@ -198,7 +199,7 @@ impl EmbeddedDns {
         store
             .zones
             .iter()
-            .find(|z| z.apex == normalize_name(zone))
+            .find(|z| z.apex == canonical(zone))
             .map(|z| z.serial)
     }
 
@@ -460,7 +461,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         match cname.and_then(|set| set.targets.iter().next()) {
             Some(target) if qtype != WireType::CNAME => {
                 add_rrset(&mut response, zone, &node, RecordType::CNAME, &owner);
-                let target = normalize_name(target);
+                let target = canonical(target).into_owned();
                 if !in_zone(&target, &zone.apex) {
                     return response; // the resolver follows it elsewhere
                 }

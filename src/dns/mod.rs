@@ -17,6 +17,8 @@ use futures::future::BoxFuture;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 
+use crate::model::dns_name::canonical;
+
 /// TTL used when neither the desired record nor the provider says otherwise.
 pub const DEFAULT_TTL: u32 = 300;
 
@@ -107,7 +109,7 @@ impl Endpoint {
         S: Into<String>,
     {
         Endpoint {
-            dns_name: normalize_name(dns_name),
+            dns_name: canonical(dns_name).into_owned(),
             record_type,
             targets: targets.into_iter().map(Into::into).collect(),
             ttl: None,
@@ -249,11 +251,6 @@ impl SecretSource {
             },
         }
     }
-}
-
-/// Lower-case, without the trailing dot.
-pub fn normalize_name(name: &str) -> String {
-    name.trim().trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// True when `name` is `zone` or below it.

@@ -16,7 +16,8 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, HalvingBatches, Provider, RecordType, normalize_name, zone_of};
+use super::{Changes, Endpoint, HalvingBatches, Provider, RecordType, zone_of};
+use crate::model::dns_name::canonical;
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
@@ -56,7 +57,7 @@ impl PdnsConfig {
             api_url: api_url.into(),
             server_id: "localhost".into(),
             api_key: api_key.into(),
-            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             timeout: Duration::from_secs(30),
             batch_size: 500,
         }
@@ -259,7 +260,7 @@ impl PdnsProvider {
                 continue;
             }
             endpoints.push(Endpoint {
-                dns_name: normalize_name(&rrset.name),
+                dns_name: canonical(&rrset.name).into_owned(),
                 record_type,
                 targets,
                 ttl: Some(rrset.ttl),
@@ -361,7 +362,7 @@ impl Provider for PdnsProvider {
 fn format_content(record_type: RecordType, target: &str) -> String {
     match record_type {
         RecordType::A | RecordType::AAAA => target.to_string(),
-        RecordType::CNAME => format!("{}.", normalize_name(target)),
+        RecordType::CNAME => format!("{}.", canonical(target)),
         RecordType::TXT => quote_txt(target),
     }
 }
@@ -373,7 +374,7 @@ fn parse_content(record_type: RecordType, content: &str) -> String {
             .parse::<std::net::IpAddr>()
             .map(|ip| ip.to_string())
             .unwrap_or_else(|_| content.to_string()),
-        RecordType::CNAME => normalize_name(content),
+        RecordType::CNAME => canonical(content).into_owned(),
         RecordType::TXT => unquote_txt(content),
     }
 }

@@ -32,6 +32,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
+use crate::model::dns_name::canonical;
+
 use super::{
     Changes, Endpoint, HalvingBatches, Provider, RecordType, group_records, wire_name,
     wire_records, zone_of,
@@ -154,7 +156,7 @@ impl Rfc2136Config {
     pub fn new(server: SocketAddr, zones: Vec<String>, tsig: Option<TsigKey>) -> Self {
         Rfc2136Config {
             server,
-            zones: zones.iter().map(|z| super::normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             tsig,
             timeout: Duration::from_secs(10),
             batch_size: 200,

@@ -3,8 +3,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::hostname::{self, intersect};
+use super::hostname::{intersect, is_wildcard};
 use super::{AttachmentMode, Config, Reason, annotation, concat, decimal, selector};
+use crate::model::dns_name::parse_hostname;
 use crate::model::{
     Acceptance, Address, Gateway, Listener, ListenerSet, Namespace, NamespacesFrom, ObjectKind,
     ParentRef, Route, StringMap,
@@ -350,7 +351,7 @@ fn requested_hostnames<'r>(
     }
     let mut hosts = Vec::with_capacity(raw.len());
     for (host, source) in &raw {
-        match hostname::normalize_borrowed(host) {
+        match parse_hostname(host) {
             Ok(name) => hosts.push((name, *source)),
             Err(err) => findings.push(Finding {
                 reason: Reason::InvalidHostname,
@@ -640,10 +641,10 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 let Some(host) = listener.hostname.as_deref() else {
                     continue;
                 };
-                let Ok(name) = hostname::normalize_borrowed(host) else {
+                let Ok(name) = parse_hostname(host) else {
                     continue;
                 };
-                if hostname::is_wildcard(&name) && !cfg.allow_inherited_wildcards {
+                if is_wildcard(&name) && !cfg.allow_inherited_wildcards {
                     findings.push(finding(
                         Reason::InheritedWildcardHostname,
                         Some(&name),
@@ -720,11 +721,7 @@ pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<Listen
                     .map(str::to_owned)
                     .collect()
             } else {
-                listener
-                    .hostname
-                    .iter()
-                    .map(|h| h.to_ascii_lowercase())
-                    .collect()
+                listener.hostname.iter().map(|h| h.to_string()).collect()
             };
             if requested.any_written && hostnames.is_empty() {
                 continue;

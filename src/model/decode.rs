@@ -8,6 +8,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::dns_name::canonical;
 use super::{
     Acceptance, Address, AllowedRoutes, GATEWAY_GROUP, Gateway, GatewayRef, LabelSelector,
     Listener, ListenerSet, Meta, Namespace, NamespacesFrom, Object, ObjectKind, ParentRef,
@@ -507,11 +508,11 @@ mod raw {
                     .is_some_and(|(state, _)| state == Acceptance::Rejected);
                 Ok(Listener {
                     name: l.name.into(),
-                    // Hostnames compare case-insensitively (DESIGN.md §1): lower-case once here.
+                    // Hostnames compare in canonical form: made once here.
                     hostname: l
                         .hostname
                         .filter(|h| !h.is_empty())
-                        .map(|h| h.to_ascii_lowercase().into()),
+                        .map(|h| canonical(&h).into()),
                     port: l.port,
                     protocol: l.protocol.into(),
                     allowed_routes: AllowedRoutes { namespaces, kinds },

@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 mod decode;
+pub mod dns_name;
 
 pub use decode::{DecodeError, Projection, RawObject, decode_json, decode_value, type_of};
 
@@ -329,7 +330,7 @@ impl fmt::Display for Address {
 }
 
 impl Address {
-    /// Parses an address value: IP literal first, else a hostname (lower-cased, trailing dot dropped).
+    /// Parses an address value: IP literal first, else a hostname in canonical form.
     pub fn parse(value: &str) -> Option<Address> {
         let value = value.trim();
         if value.is_empty() {
@@ -338,8 +339,8 @@ impl Address {
         if let Ok(ip) = value.parse::<IpAddr>() {
             return Some(Address::Ip(ip));
         }
-        let host = value.trim_end_matches('.').to_ascii_lowercase();
-        crate::engine::hostname::is_dns1123_domain(&host).then(|| Address::Hostname(host.into()))
+        let host = dns_name::canonical(value);
+        dns_name::is_dns1123_domain(&host).then(|| Address::Hostname(host.into()))
     }
 }
 

@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::dns::registry::TxtRegistry;
 use crate::dns::{self, Endpoint, Provider};
+use crate::model::dns_name::canonical;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 
 /// Where the desired records come from (the engine, a file, a test closure).
@@ -62,7 +63,7 @@ impl SyncConfig {
             owner_id: owner_id.into(),
             txt_wildcard_replacement: None,
             policy: Policy::Sync,
-            zones: zones.iter().map(|z| dns::normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             interval: Duration::from_secs(60),
             debounce: Duration::from_millis(200),
             dry_run: false,

@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, normalize_name, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, zone_of};
+use crate::model::dns_name::canonical;
 
 /// What the sync may do to records it owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -174,7 +175,7 @@ pub fn plan_with(
     zones: &[String],
 ) -> Plan {
     let owner_id = registry.owner_id.as_str();
-    let zones: Vec<String> = zones.iter().map(|z| normalize_name(z)).collect();
+    let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
     let index = OwnershipIndex::from_records(current, registry);
     let mut result = Plan::default();
 
@@ -457,12 +458,12 @@ fn normalized(endpoint: &Endpoint) -> Endpoint {
                 .parse::<IpAddr>()
                 .map(|ip| ip.to_string())
                 .unwrap_or_else(|_| target.clone()),
-            RecordType::CNAME => normalize_name(target),
+            RecordType::CNAME => canonical(target).into_owned(),
             RecordType::TXT => target.clone(),
         })
         .collect();
     Endpoint {
-        dns_name: normalize_name(&endpoint.dns_name),
+        dns_name: canonical(&endpoint.dns_name).into_owned(),
         record_type: endpoint.record_type,
         targets,
         ttl: Some(endpoint.ttl_or_default()),

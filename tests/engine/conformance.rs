@@ -12,9 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gateway_dns::engine::attach::{attachments, evaluate_route};
-use gateway_dns::engine::hostname::{intersect, normalize};
+use gateway_dns::engine::hostname::intersect;
 use gateway_dns::engine::{Config, Reason};
 use gateway_dns::index::Snapshot;
+use gateway_dns::model::dns_name::parse_hostname;
 use gateway_dns::model::{ObjectKey, ObjectKind};
 use serde_json::{Value, json};
 
@@ -365,7 +366,7 @@ fn check_test(test: &Value) -> Vec<String> {
         let hostnames: Vec<String> = list(route, "hostnames")
             .iter()
             .filter_map(Value::as_str)
-            .filter_map(|h| normalize(h).ok())
+            .filter_map(|h| parse_hostname(h).ok().map(String::from))
             .collect();
         if attached.is_empty() || hostnames.is_empty() {
             continue;

@@ -7,8 +7,9 @@
 //! transcription against the files so the two cannot drift apart unnoticed.
 
 use gateway_dns::engine::attach::{protocol_compatible, route_protocol};
-use gateway_dns::engine::hostname::{intersect, is_dns1123_domain, normalize};
+use gateway_dns::engine::hostname::intersect;
 use gateway_dns::model::ObjectKind;
+use gateway_dns::model::dns_name::{is_dns1123_domain, parse_hostname};
 use serde_json::Value;
 
 use crate::objects::shared_case_file;
@@ -181,7 +182,9 @@ fn extdns_intersection(a: &str, b: &str) -> (String, bool) {
         if s.is_empty() {
             Ok(None)
         } else {
-            normalize(s).map(Some).map_err(|_| ())
+            parse_hostname(s)
+                .map(|h| Some(h.into_owned()))
+                .map_err(|_| ())
         }
     };
     let (Ok(a), Ok(b)) = (parse(a), parse(b)) else {
