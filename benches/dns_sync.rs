@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
-use gateway_dns::dns::{Endpoint, Provider, RecordType, registry};
+use gateway_dns::dns::{Endpoint, Provider, registry};
 use gateway_dns::index::Index;
+use gateway_dns::model::RecordType;
 use gateway_dns::source::kube::{Config as SourceConfig, KubeSource};
 use gateway_dns::sync::desired::EngineDesired;
 use gateway_dns::sync::{Policy, SyncConfig, Syncer, plan};

@@ -22,11 +22,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
 
+use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
-use super::{
-    Changes, Endpoint, Provider, RecordType, in_zone, name_string, wire_name, wire_records, zone_of,
-};
+use super::{Changes, Endpoint, Provider, in_zone, name_string, wire_name, wire_records, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -445,7 +444,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         }
         let matching: Vec<RecordType> = RecordType::ALL
             .into_iter()
-            .filter(|t| qtype == WireType::ANY || t.to_wire() == qtype)
+            .filter(|t| qtype == WireType::ANY || super::wire_type(*t) == qtype)
             .filter(|t| zone.rrsets.contains_key(&(node.clone(), *t)))
             .collect();
         for record_type in &matching {

@@ -11,78 +11,35 @@ pub mod rfc2136;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use futures::future::BoxFuture;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 
+use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
 /// TTL used when neither the desired record nor the provider says otherwise.
 pub const DEFAULT_TTL: u32 = 300;
 
-/// The record types gateway-dns publishes or reads back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[allow(clippy::upper_case_acronyms)]
-pub enum RecordType {
-    A,
-    AAAA,
-    CNAME,
-    TXT,
-}
-
-impl RecordType {
-    pub const ALL: [RecordType; 4] = [
-        RecordType::A,
-        RecordType::AAAA,
-        RecordType::CNAME,
-        RecordType::TXT,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordType::A => "A",
-            RecordType::AAAA => "AAAA",
-            RecordType::CNAME => "CNAME",
-            RecordType::TXT => "TXT",
-        }
-    }
-
-    pub(crate) fn to_wire(self) -> WireType {
-        match self {
-            RecordType::A => WireType::A,
-            RecordType::AAAA => WireType::AAAA,
-            RecordType::CNAME => WireType::CNAME,
-            RecordType::TXT => WireType::TXT,
-        }
-    }
-
-    pub(crate) fn from_wire(wire: WireType) -> Option<Self> {
-        match wire {
-            WireType::A => Some(RecordType::A),
-            WireType::AAAA => Some(RecordType::AAAA),
-            WireType::CNAME => Some(RecordType::CNAME),
-            WireType::TXT => Some(RecordType::TXT),
-            _ => None,
-        }
+/// The wire type of a record type.
+pub(crate) fn wire_type(record_type: RecordType) -> WireType {
+    match record_type {
+        RecordType::A => WireType::A,
+        RecordType::AAAA => WireType::AAAA,
+        RecordType::CNAME => WireType::CNAME,
+        RecordType::TXT => WireType::TXT,
     }
 }
 
-impl fmt::Display for RecordType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RecordType {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RecordType::ALL
-            .into_iter()
-            .find(|t| t.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| Error::UnknownRecordType(s.to_string()))
+/// The record type of a wire type, when it is one gateway-dns handles.
+pub(crate) fn record_type_of(wire: WireType) -> Option<RecordType> {
+    match wire {
+        WireType::A => Some(RecordType::A),
+        WireType::AAAA => Some(RecordType::AAAA),
+        WireType::CNAME => Some(RecordType::CNAME),
+        WireType::TXT => Some(RecordType::TXT),
+        _ => None,
     }
 }
 
@@ -202,8 +159,6 @@ pub enum Error {
     Pdns(#[from] pdns::Error),
     #[error(transparent)]
     Embedded(#[from] embedded::Error),
-    #[error("unknown record type {0:?} (expected A, AAAA, CNAME or TXT)")]
-    UnknownRecordType(String),
     #[error("cannot read secret file {path}: {source}")]
     SecretFile {
         path: PathBuf,
@@ -396,7 +351,7 @@ pub(crate) fn wire_target(data: &RData) -> Option<String> {
 pub(crate) fn group_records<'r>(records: impl IntoIterator<Item = &'r Record>) -> Vec<Endpoint> {
     let mut sets: std::collections::BTreeMap<(String, RecordType), Endpoint> = Default::default();
     for record in records {
-        let Some(record_type) = RecordType::from_wire(record.record_type()) else {
+        let Some(record_type) = record_type_of(record.record_type()) else {
             continue;
         };
         let Some(target) = wire_target(&record.data) else {
@@ -510,11 +465,5 @@ mod tests {
             &SecretSource::File(dir.path().join("absent")),
         );
         assert!(matches!(key, Err(Error::SecretFile { .. })));
-    }
-
-    #[test]
-    fn record_type_parses_case_insensitively() {
-        assert_eq!("aaaa".parse::<RecordType>().unwrap(), RecordType::AAAA);
-        assert!("MX".parse::<RecordType>().is_err());
     }
 }

@@ -16,7 +16,8 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, HalvingBatches, Provider, RecordType, zone_of};
+use super::{Changes, Endpoint, HalvingBatches, Provider, zone_of};
+use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
 /// Environment variable read for the API key when no key file is given.

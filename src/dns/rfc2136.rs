@@ -32,11 +32,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
+use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
 use super::{
-    Changes, Endpoint, HalvingBatches, Provider, RecordType, group_records, wire_name,
-    wire_records, zone_of,
+    Changes, Endpoint, HalvingBatches, Provider, group_records, wire_name, wire_records, zone_of,
 };
 
 /// Environment variable read for the TSIG secret when no secret file is given.
@@ -536,7 +536,7 @@ impl Rfc2136Provider {
         message.add_zone(zone_query);
         let delete_rrset = |endpoint: &Endpoint| -> Result<Record, Error> {
             let name = wire_name(&endpoint.dns_name).map_err(|e| Error::Encode(e.to_string()))?;
-            let mut record = Record::update0(name, 0, endpoint.record_type.to_wire());
+            let mut record = Record::update0(name, 0, super::wire_type(endpoint.record_type));
             record.dns_class = DNSClass::ANY;
             Ok(record)
         };
@@ -731,7 +731,7 @@ fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dns::RecordType;
+    use crate::model::RecordType;
 
     #[test]
     fn algorithm_names_parse() {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::{Claim, Finding, Origin, RouteEval, evaluate_route};
-pub use plan::{Plan, Record, RecordType};
+pub use plan::{Plan, Record};
 
 /// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
 pub const ANNOTATION_PREFIXES: [&str; 2] = [

@@ -8,24 +8,7 @@ use serde::Serialize;
 use super::attach::{Claim, Finding, RouteEval, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::index::{RouteId, Snapshot};
-use crate::model::{Address, Route};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum RecordType {
-    A,
-    AAAA,
-    CNAME,
-}
-
-impl RecordType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordType::A => "A",
-            RecordType::AAAA => "AAAA",
-            RecordType::CNAME => "CNAME",
-        }
-    }
-}
+use crate::model::{Address, RecordType, Route};
 
 /// One DNS record set gateway-dns wants published (the `check` JSON shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

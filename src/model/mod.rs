@@ -344,6 +344,58 @@ impl Address {
     }
 }
 
+/// The DNS record types gateway-dns publishes (A, AAAA, CNAME) or reads back (TXT, which its
+/// ownership records use). One type for the engine, the sync plan and the providers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum RecordType {
+    A,
+    AAAA,
+    CNAME,
+    TXT,
+}
+
+impl RecordType {
+    pub const ALL: [RecordType; 4] = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::CNAME,
+        RecordType::TXT,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            RecordType::CNAME => "CNAME",
+            RecordType::TXT => "TXT",
+        }
+    }
+}
+
+impl fmt::Display for RecordType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A record type gateway-dns does not handle.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown record type {0:?} (expected A, AAAA, CNAME or TXT)")]
+pub struct UnknownRecordType(pub String);
+
+impl std::str::FromStr for RecordType {
+    type Err = UnknownRecordType;
+
+    /// Case-insensitive, as DNS APIs spell types either way.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        RecordType::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownRecordType(text.to_string()))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gateway {
     pub meta: Meta,
@@ -487,8 +539,14 @@ impl Object {
 }
 
 #[cfg(test)]
-mod string_map_tests {
-    use super::StringMap;
+mod tests {
+    use super::{RecordType, StringMap};
+
+    #[test]
+    fn record_type_parses_case_insensitively() {
+        assert_eq!("aaaa".parse::<RecordType>().unwrap(), RecordType::AAAA);
+        assert!("MX".parse::<RecordType>().is_err());
+    }
 
     #[test]
     fn joined_lookup_matches_plain_lookup() {

@@ -1,8 +1,9 @@
 //! The engine as the sync loop's source of desired records.
 
-use crate::dns::{Endpoint, RecordType};
-use crate::engine::plan::{Plan, RecordType as EngineRecordType, full_plan};
+use crate::dns::Endpoint;
+use crate::engine::plan::{Plan, full_plan};
 use crate::index::Index;
+use crate::model::RecordType;
 
 /// Desired records: the engine's full plan over the index's current snapshot, conflicts settled
 /// per `--conflict-resolution`.
@@ -28,19 +29,12 @@ pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
     plan.records
         .iter()
         .map(|record| {
-            let record_type = match record.record_type {
-                EngineRecordType::A => RecordType::A,
-                EngineRecordType::AAAA => RecordType::AAAA,
-                EngineRecordType::CNAME => RecordType::CNAME,
-            };
             let targets: Vec<&str> = match record.record_type {
                 // A CNAME has exactly one target: the first (sorted) keeps it deterministic.
-                EngineRecordType::CNAME => {
-                    record.targets.iter().take(1).map(String::as_str).collect()
-                }
+                RecordType::CNAME => record.targets.iter().take(1).map(String::as_str).collect(),
                 _ => record.targets.iter().map(String::as_str).collect(),
             };
-            let mut endpoint = Endpoint::new(&record.dns_name, record_type, targets);
+            let mut endpoint = Endpoint::new(&record.dns_name, record.record_type, targets);
             endpoint.ttl = record.ttl;
             endpoint.resource = record.routes.first().map(|r| r.to_ascii_lowercase());
             endpoint

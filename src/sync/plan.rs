@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
 /// What the sync may do to records it owns.

@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
-use gateway_dns::dns::{Changes, Endpoint, Provider, RecordType};
+use gateway_dns::dns::{Changes, Endpoint, Provider};
+use gateway_dns::model::RecordType;
 use gateway_dns::sync::{BlockReason, DesiredSource, Policy, SyncConfig, Syncer};
 use tokio::sync::Notify;
 

@@ -2,8 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use gateway_dns::dns::Endpoint;
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::dns::{Endpoint, RecordType};
+use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
 use crate::support::dig;

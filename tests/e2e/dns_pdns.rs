@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use gateway_dns::dns::pdns::{PdnsConfig, PdnsProvider};
-use gateway_dns::dns::{Endpoint, Provider, RecordType};
+use gateway_dns::dns::{Endpoint, Provider};
+use gateway_dns::model::RecordType;
 use gateway_dns::sync::{BlockReason, Policy, SyncConfig, Syncer};
 
 use crate::support::dig;
