@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::{Endpoint, Provider, registry};
+use gateway_dns::engine::World;
 use gateway_dns::index::Index;
 use gateway_dns::model::RecordType;
 use gateway_dns::source::kube::{Config as SourceConfig, KubeSource};

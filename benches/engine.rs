@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::evaluate_route;
-use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
+use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::Object;
 use serde_json::json;
@@ -79,7 +80,7 @@ fn measure(routes: usize) -> Figures {
         (0..3)
             .map(|_| {
                 let started = Instant::now();
-                black_box(full_plan(&snapshot));
+                black_box(settle_all(&snapshot));
                 started.elapsed()
             })
             .collect(),

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use crate::engine::attach::evaluate_route;
-use crate::engine::plan::{self, newcomer_conflicts, route_ref};
-use crate::engine::{Action, Reason, Violation};
+use crate::engine::settle::{self, newcomer_conflicts, route_ref};
+use crate::engine::{Action, Reason, Violation, World};
 use crate::index::Snapshot;
 use crate::model::{Object, Route};
 use crate::webhook::AdmissionRequest;
@@ -124,7 +124,7 @@ pub fn route_violations(snap: &Snapshot, route: &Route) -> Vec<Violation> {
         eval.findings
             .into_vec()
             .into_iter()
-            .map(|finding| plan::into_violation(snap, route, finding)),
+            .map(|finding| settle::into_violation(snap, route, finding)),
     );
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
@@ -210,7 +210,7 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
         }
         for name in after.eval.names() {
             let lost_now = |s: &Snapshot| {
-                let (_, violations) = plan::plan_name(s, name);
+                let (_, violations) = settle::settle_name(s, name);
                 violations.iter().any(|v| v.object == route_name)
             };
             if lost_now(&next) && !lost_now(snap) {

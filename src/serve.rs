@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 use crate::admission::EngineHandler;
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::{self, Provider, SecretSource};
-use crate::engine::plan::full_plan;
+use crate::engine::settle::settle_all;
 use crate::index::{Index, Snapshot};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
@@ -259,7 +259,7 @@ fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>
     }
     match (args.provider, initial) {
         (ProviderKind::Embedded, Some(snapshot)) => {
-            let inferred = inferred_zones(&full_plan(snapshot));
+            let inferred = inferred_zones(&settle_all(snapshot));
             if inferred.is_empty() {
                 bail!(
                     "no --zone given and none can be inferred from the manifests: pass --zone ZONE"

@@ -1,11 +1,12 @@
 //! The engine as the sync loop's source of desired records.
 
 use crate::dns::Endpoint;
-use crate::engine::plan::{Plan, full_plan};
+use crate::engine::Outcome;
+use crate::engine::settle::settle_all;
 use crate::index::Index;
 use crate::model::RecordType;
 
-/// Desired records: the engine's full plan over the index's current snapshot, conflicts settled
+/// Desired records: the engine's settled records over the index's current snapshot, conflicts settled
 /// per `--conflict-resolution`.
 pub struct EngineDesired {
     index: Index,
@@ -19,14 +20,15 @@ impl EngineDesired {
 
 impl super::DesiredSource for EngineDesired {
     fn desired(&self) -> Vec<Endpoint> {
-        endpoints(&full_plan(&self.index.snapshot()))
+        endpoints(&settle_all(&*self.index.snapshot()))
     }
 }
 
-/// The plan's records as provider endpoints, each owned by its first route (sorted), in
+/// The settled records as provider endpoints, each owned by its first route (sorted), in
 /// external-dns's `kind/namespace/name` resource form.
-pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
-    plan.records
+pub fn endpoints(outcome: &Outcome) -> Vec<Endpoint> {
+    outcome
+        .records
         .iter()
         .map(|record| {
             let targets: Vec<&str> = match record.record_type {
@@ -44,8 +46,8 @@ pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
 
 /// The smallest set of parent domains (name minus its first label) covering every record:
 /// the zones the embedded server serves when none are given.
-pub fn inferred_zones(plan: &Plan) -> Vec<String> {
-    let mut parents: Vec<String> = plan
+pub fn inferred_zones(outcome: &Outcome) -> Vec<String> {
+    let mut parents: Vec<String> = outcome
         .records
         .iter()
         .filter_map(|r| {

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::{attachments, evaluate_route};
 use gateway_dns::engine::hostname::intersect;
 use gateway_dns::engine::{Config, Reason};

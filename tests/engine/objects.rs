@@ -1,10 +1,11 @@
 //! Builders for the Kubernetes objects the tests feed the engine (as JSON, decoded with the one
-//! decoder every source uses), and small readers over plans.
+//! decoder every source uses), and small readers over outcomes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gateway_dns::engine::plan::{Plan, full_plan};
+use gateway_dns::engine::Outcome;
+use gateway_dns::engine::settle::settle_all;
 use gateway_dns::engine::{Action, Config, Reason, Violation};
 use gateway_dns::index::Snapshot;
 use gateway_dns::model::{self, Object};
@@ -138,36 +139,38 @@ pub fn snapshot(cfg: Config, values: &[Value]) -> Snapshot {
     Snapshot::from_objects(Arc::new(cfg), decode_all(values))
 }
 
-pub fn plan(cfg: Config, values: &[Value]) -> Plan {
-    full_plan(&snapshot(cfg, values))
+pub fn settle(cfg: Config, values: &[Value]) -> Outcome {
+    settle_all(&snapshot(cfg, values))
 }
 
-pub fn plan_default(values: &[Value]) -> Plan {
-    plan(Config::default(), values)
+pub fn settle_default(values: &[Value]) -> Outcome {
+    settle(Config::default(), values)
 }
 
-pub fn violations_of<'a>(plan: &'a Plan, object: &str) -> Vec<&'a Violation> {
-    plan.violations
+pub fn violations_of<'a>(outcome: &'a Outcome, object: &str) -> Vec<&'a Violation> {
+    outcome
+        .violations
         .iter()
         .filter(|v| v.object == object)
         .collect()
 }
 
 /// The one violation of `object`; fails listing everything when there is not exactly one.
-pub fn only_violation<'a>(plan: &'a Plan, object: &str) -> &'a Violation {
-    let found = violations_of(plan, object);
+pub fn only_violation<'a>(outcome: &'a Outcome, object: &str) -> &'a Violation {
+    let found = violations_of(outcome, object);
     assert_eq!(
         found.len(),
         1,
         "expected exactly one violation for {object}, got {:#?}",
-        plan.violations
+        outcome.violations
     );
     found[0]
 }
 
 /// (dnsName, type, targets) of every record, for compact assertions.
-pub fn record_summary(plan: &Plan) -> Vec<(String, &'static str, Vec<String>)> {
-    plan.records
+pub fn record_summary(outcome: &Outcome) -> Vec<(String, &'static str, Vec<String>)> {
+    outcome
+        .records
         .iter()
         .map(|r| {
             (

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use gateway_dns::engine::Config;
 use gateway_dns::engine::hostname::{intersect, is_wildcard, matches};
-use gateway_dns::engine::plan::full_plan;
+use gateway_dns::engine::settle::settle_all;
 use gateway_dns::index::Snapshot;
 use gateway_dns::model::dns_name::{is_dns1123_domain, parse_hostname};
 use gateway_dns::model::{Object, decode_value};
@@ -211,7 +211,7 @@ fn load_and_plan(text: &str, is_json: bool) {
     let mut loaded: Vec<Loaded> = Vec::new();
     if parse_text("fuzz.yaml", text, is_json, &mut loaded).is_ok() {
         let objects = loaded.into_iter().map(|l| l.object);
-        let _ = full_plan(&Snapshot::from_objects(
+        let _ = settle_all(&Snapshot::from_objects(
             Arc::new(Config::default()),
             objects,
         ));
@@ -429,7 +429,7 @@ proptest! {
             .collect();
         for cfg in [Config::default(), Config { attachment: gateway_dns::engine::AttachmentMode::Status, allow_inherited_wildcards: true, ..Config::default() }] {
             let snap = Snapshot::from_objects(Arc::new(cfg), objects.clone());
-            let _ = full_plan(&snap);
+            let _ = settle_all(&snap);
         }
         // The same text through the loader (YAML and JSON) as well.
         let text = values.iter().map(Value::to_string).collect::<Vec<_>>().join("\n---\n");
