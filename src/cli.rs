@@ -361,7 +361,7 @@ pub fn run_check(args: &CheckArgs) -> u8 {
 
 /// Runs `certs`; returns the process exit code.
 pub fn run_certs(args: &CertsArgs) -> u8 {
-    match crate::certs::run(&args.service, &args.namespace, &args.out, args.force) {
+    match crate::webhook::certs::run(&args.service, &args.namespace, &args.out, args.force) {
         Ok(written) => {
             for path in written {
                 println!("wrote {}", path.display());

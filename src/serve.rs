@@ -8,7 +8,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use tokio::sync::{Notify, watch};
 
-use crate::admission::EngineHandler;
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::{self, Provider, SecretSource};
 use crate::engine::settle::settle_all;
@@ -16,10 +15,12 @@ use crate::index::{Index, Snapshot};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
-use crate::server::{self, Readiness, WebhookOptions, WebhookState};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, SyncMetrics, Syncer};
-use crate::tls::{self, CertSource};
+use crate::webhook::decide::EngineHandler;
+use crate::webhook::server;
+use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
+use crate::webhook::tls::{self, CertSource};
 
 /// How often the files source looks for changed manifests.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);

@@ -427,12 +427,12 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
     let file_name = |path: &PathBuf| path.file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(
         file_name(tls_cert),
-        gateway_dns::certs::TLS_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_CERT_FILE,
         "{origin}: cert file = Secret key"
     );
     assert_eq!(
         file_name(tls_key),
-        gateway_dns::certs::TLS_KEY_FILE,
+        gateway_dns::webhook::certs::TLS_KEY_FILE,
         "{origin}: key file = Secret key"
     );
     assert!(
@@ -597,7 +597,8 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
     );
 
     // The certificate names kube-apiserver checks.
-    let sans = gateway_dns::certs::service_sans(&client_service.name, &client_service.namespace);
+    let sans =
+        gateway_dns::webhook::certs::service_sans(&client_service.name, &client_service.namespace);
     assert!(
         sans.contains(&webhook_service_host(install)),
         "{origin}: SANs {sans:?}"
@@ -1104,7 +1105,7 @@ fn check_cert_manager(install: &Install, inject_from: &str, tls_secret: &str) {
         "{origin}: Certificate dnsNames {dns_names:?} lack {host}"
     );
     let service = install.service();
-    let sans = gateway_dns::certs::service_sans(
+    let sans = gateway_dns::webhook::certs::service_sans(
         service.metadata.name.as_deref().unwrap(),
         service.metadata.namespace.as_deref().unwrap(),
     );
@@ -1162,9 +1163,9 @@ fn check_self_signed(install: &Install, tls_secret: &str, certs_dir: &Path) {
     );
     let data = secret.data.clone().unwrap_or_default();
     for file in [
-        gateway_dns::certs::CA_CERT_FILE,
-        gateway_dns::certs::TLS_CERT_FILE,
-        gateway_dns::certs::TLS_KEY_FILE,
+        gateway_dns::webhook::certs::CA_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_KEY_FILE,
     ] {
         let on_disk = std::fs::read(certs_dir.join(file)).unwrap();
         assert_eq!(
@@ -1180,7 +1181,7 @@ fn check_self_signed(install: &Install, tls_secret: &str, certs_dir: &Path) {
         .expect("caBundle");
     assert_eq!(
         bundle.0,
-        std::fs::read(certs_dir.join(gateway_dns::certs::CA_CERT_FILE)).unwrap(),
+        std::fs::read(certs_dir.join(gateway_dns::webhook::certs::CA_CERT_FILE)).unwrap(),
         "{origin}: caBundle = ca.crt"
     );
 }
@@ -1236,8 +1237,10 @@ impl Deployed {
         );
         Deployed {
             binary,
-            ca_pem: std::fs::read_to_string(tls_dir.join(gateway_dns::certs::CA_CERT_FILE))
-                .unwrap_or_default(),
+            ca_pem: std::fs::read_to_string(
+                tls_dir.join(gateway_dns::webhook::certs::CA_CERT_FILE),
+            )
+            .unwrap_or_default(),
             host: webhook_service_host(install),
             _dir: dir,
         }

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gateway_dns::metrics::EvaluationErrorKind;
-use gateway_dns::server::{self, WebhookOptions};
-use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, MAX_WARNINGS_BYTES};
+use gateway_dns::webhook::encode::MAX_WARNINGS_BYTES;
+use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest};
+use gateway_dns::webhook::server;
+use gateway_dns::webhook::state::{self, WebhookOptions};
 use hyper::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -208,7 +210,7 @@ async fn bad_input_gets_an_http_error_with_a_json_body() {
         ),
         (
             "over 3 MiB",
-            vec![b' '; server::DEFAULT_MAX_BODY_BYTES + 1],
+            vec![b' '; state::DEFAULT_MAX_BODY_BYTES + 1],
             StatusCode::PAYLOAD_TOO_LARGE,
             "exceeds",
         ),
@@ -275,7 +277,7 @@ async fn bad_input_gets_an_http_error_with_a_json_body() {
     // A body exactly at the limit is read (and then judged on its content, not its size).
     let mut at_limit =
         b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}".to_vec();
-    at_limit.resize(server::DEFAULT_MAX_BODY_BYTES, b' ');
+    at_limit.resize(state::DEFAULT_MAX_BODY_BYTES, b' ');
     expect_error(
         &webhook,
         Method::POST,
@@ -312,7 +314,7 @@ async fn an_oversized_body_over_http2_is_refused_too() {
             Method::POST,
             VALIDATE_PATH,
             &[("content-type", "application/json")],
-            vec![b'x'; server::DEFAULT_MAX_BODY_BYTES + 10],
+            vec![b'x'; state::DEFAULT_MAX_BODY_BYTES + 10],
         )
         .await
         .unwrap();
@@ -407,7 +409,7 @@ async fn a_panicking_handler_is_answered_allowed_and_the_connection_survives() {
 struct QuickHandler;
 
 impl AdmissionHandler for QuickHandler {
-    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::review::Verdict {
         TestHandler.handle(request)
     }
     fn is_quick(&self, _request: &AdmissionRequest) -> bool {
@@ -544,7 +546,7 @@ async fn readyz_waits_for_the_sources_and_healthz_does_not() {
     let webhook = TestWebhook::start_with(
         Arc::new(TestHandler),
         WebhookOptions::default(),
-        gateway_dns::tls::CertSource::InMemory {
+        gateway_dns::webhook::tls::CertSource::InMemory {
             service: crate::support::webhook::SERVICE.into(),
             namespace: crate::support::webhook::NAMESPACE.into(),
             ca_out: directory.path().join("ca.crt"),
@@ -684,7 +686,9 @@ async fn the_baseline_route_exists_only_when_enabled() {
 async fn a_closure_can_be_the_handler() {
     let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &AdmissionRequest| {
         let operation = request.operation.clone();
-        gateway_dns::webhook::Verdict::allow_with_warnings(vec![format!("Seen: {operation}")])
+        gateway_dns::webhook::review::Verdict::allow_with_warnings(vec![format!(
+            "Seen: {operation}"
+        )])
     });
     let webhook = TestWebhook::start(handler, WebhookOptions::default()).await;
     let (_, body) = post_review(
@@ -721,24 +725,25 @@ async fn shutdown_lets_an_open_request_finish() {
 #[tokio::test]
 async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
     let directory = tempfile::tempdir().unwrap();
-    let first = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
-    let second = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    let first = gateway_dns::webhook::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    let second =
+        gateway_dns::webhook::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
     std::fs::write(directory.path().join("tls.crt"), &first.cert_pem).unwrap();
     std::fs::write(directory.path().join("tls.key"), &second.key_pem).unwrap();
-    let files = gateway_dns::tls::CertSource::Files {
+    let files = gateway_dns::webhook::tls::CertSource::Files {
         cert_path: directory.path().join("tls.crt"),
         key_path: directory.path().join("tls.key"),
         poll_interval: Duration::from_secs(2),
     };
     let state = |readiness| {
-        server::WebhookState::new(
+        state::WebhookState::new(
             Arc::new(TestHandler),
             Arc::new(gateway_dns::metrics::Metrics::new()),
             readiness,
             WebhookOptions::default(),
         )
     };
-    let readiness = server::Readiness::new();
+    let readiness = state::Readiness::new();
     let error = server::run_webhook(
         "127.0.0.1:0".parse().unwrap(),
         files.clone(),
@@ -750,7 +755,7 @@ async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
     assert!(
         matches!(
             error,
-            server::Error::Tls(gateway_dns::tls::Error::KeyMismatch(_))
+            server::Error::Tls(gateway_dns::webhook::tls::Error::KeyMismatch(_))
         ),
         "{error:?}"
     );

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gateway_dns::metrics::Metrics;
-use gateway_dns::server::{self, Readiness, WebhookOptions, WebhookState};
-use gateway_dns::tls::{self, CertSource, TlsRuntime};
-use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
+use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
+use gateway_dns::webhook::server;
+use gateway_dns::webhook::state::{Readiness, WebhookOptions, WebhookState};
+use gateway_dns::webhook::tls::{self, CertSource, TlsRuntime};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::{http1, http2};
