@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use tokio::sync::{Notify, watch};
 
 use crate::cli::{ProviderKind, ServeArgs};
-use crate::dns::{self, Provider, SecretSource};
+use crate::dns::secret::SecretSource;
+use crate::dns::{self, Provider};
 use crate::engine::settle::settle_all;
 use crate::index::{Index, Snapshot};
 use crate::metrics::Metrics;

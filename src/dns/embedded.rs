@@ -25,7 +25,8 @@ use tracing::debug;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
-use super::{Changes, Endpoint, Provider, in_zone, name_string, wire_name, wire_records, zone_of};
+use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
+use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -72,7 +73,7 @@ pub enum Error {
     #[error("embedded DNS server: {0} is in none of the served zones")]
     OutsideZones(String),
     #[error(transparent)]
-    InvalidTarget(#[from] super::InvalidTarget),
+    InvalidTarget(#[from] InvalidTarget),
     #[error("embedded DNS server: zone data lock poisoned")]
     Poisoned,
 }
@@ -444,7 +445,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         }
         let matching: Vec<RecordType> = RecordType::ALL
             .into_iter()
-            .filter(|t| qtype == WireType::ANY || super::wire_type(*t) == qtype)
+            .filter(|t| qtype == WireType::ANY || wire_type(*t) == qtype)
             .filter(|t| zone.rrsets.contains_key(&(node.clone(), *t)))
             .collect();
         for record_type in &matching {

@@ -16,7 +16,9 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, HalvingBatches, Provider, zone_of};
+use super::batches::HalvingBatches;
+use super::secret::SecretSource;
+use super::{Changes, Endpoint, Provider, zone_of};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -67,7 +69,7 @@ impl PdnsConfig {
     /// Configuration whose API key is read from a file or an environment variable.
     pub fn load(
         api_url: impl Into<String>,
-        api_key: &super::SecretSource,
+        api_key: &SecretSource,
         zones: Vec<String>,
     ) -> Result<Self, super::Error> {
         Ok(Self::new(api_url, api_key.load()?, zones))
