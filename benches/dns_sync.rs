@@ -161,7 +161,12 @@ async fn main() {
     };
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.debounce = Duration::from_millis(200);
-    let syncer = Arc::new(Syncer::new(provider.clone(), source, config));
+    let syncer = Arc::new(Syncer::new(
+        provider.clone(),
+        source,
+        config,
+        Default::default(),
+    ));
     let start = Instant::now();
     let pass = syncer.sync_pass().await.expect("converge pass");
     let ours_time = start.elapsed();
@@ -361,6 +366,7 @@ async fn route_to_resolvable(bind: &Bind, socket: &UdpSocket) -> (Vec<Duration>,
         provider,
         Arc::new(EngineDesired::new(index.clone())),
         config,
+        Default::default(),
     ));
     let changes = Arc::new(Notify::new());
     let feeder = {

@@ -2,8 +2,7 @@
 //! sync loop. This is the application edge: errors are `anyhow`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tokio::sync::{Notify, watch};
@@ -17,7 +16,7 @@ use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
 use crate::sync::desired::{EngineDesired, inferred_zones};
-use crate::sync::{SyncConfig, SyncMetrics, Syncer};
+use crate::sync::{SyncConfig, Syncer};
 use crate::webhook::decide::EngineHandler;
 use crate::webhook::server;
 use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
@@ -106,6 +105,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             provider,
             Arc::new(EngineDesired::new(index.clone())),
             sync_config,
+            metrics.clone(),
         );
         let mut leader = None;
         if let (Some(client), true) = (&kube_client, args.leader_election) {
@@ -135,7 +135,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         if args.once {
             return run_once(syncer, synced).await;
         }
-        spawn_sync(&mut tasks, syncer, &index, &metrics, synced.clone());
+        spawn_sync(&mut tasks, syncer, &index, synced.clone());
     }
 
     if args.webhook {
@@ -367,7 +367,6 @@ fn spawn_sync(
     tasks: &mut tokio::task::JoinSet<Result<()>>,
     syncer: Arc<Syncer>,
     index: &Index,
-    metrics: &Arc<Metrics>,
     mut synced: watch::Receiver<bool>,
 ) {
     let notify = Arc::new(Notify::new());
@@ -381,39 +380,11 @@ fn spawn_sync(
             Ok(())
         });
     }
-    {
-        let (sync_metrics, metrics) = (syncer.metrics(), metrics.clone());
-        tasks.spawn(async move {
-            export_sync_metrics(sync_metrics, metrics).await;
-            Ok(())
-        });
-    }
     tasks.spawn(async move {
         wait_synced(&mut synced).await?;
         syncer.run(notify, std::future::pending::<()>()).await;
         Ok(())
     });
-}
-
-async fn export_sync_metrics(sync: Arc<SyncMetrics>, metrics: Arc<Metrics>) {
-    let (mut changes_seen, mut errors_seen) = (0, 0);
-    loop {
-        let changes = sync.changes_applied.load(Ordering::Relaxed);
-        if changes > changes_seen {
-            metrics.add_sync_changes("applied", changes - changes_seen);
-            changes_seen = changes;
-        }
-        let errors = sync.errors.load(Ordering::Relaxed);
-        for _ in errors_seen..errors {
-            metrics.record_sync_error("provider");
-        }
-        errors_seen = errors;
-        let last = sync.last_success_unix_ms.load(Ordering::Relaxed);
-        if last > 0 {
-            metrics.set_last_successful_sync(UNIX_EPOCH + Duration::from_millis(last));
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
 }
 
 /// `--once`: one pass after the first full sync; exit 0 when converged, 1 otherwise.

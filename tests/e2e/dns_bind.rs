@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
+use gateway_dns::metrics::Metrics;
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{BlockReason, DesiredSource, Policy, SyncConfig, Syncer};
 use tokio::sync::Notify;
@@ -30,7 +31,7 @@ fn syncer(bind: &Bind, desired: &Desired, policy: Policy) -> Syncer {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.policy = policy;
-    Syncer::new(provider, source(desired), config)
+    Syncer::new(provider, source(desired), config, Default::default())
 }
 
 fn lookup(bind: &Bind, name: &str, rtype: &str) -> Vec<String> {
@@ -289,8 +290,13 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     config.debounce = Duration::from_millis(50);
     config.backoff_min = Duration::from_millis(100);
     config.backoff_max = Duration::from_millis(800);
-    let syncer = Arc::new(Syncer::new(provider, source(&desired), config));
-    let metrics = syncer.metrics();
+    let metrics = Arc::new(Metrics::new());
+    let syncer = Arc::new(Syncer::new(
+        provider,
+        source(&desired),
+        config,
+        metrics.clone(),
+    ));
     let changes = Arc::new(Notify::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let loop_task = {
@@ -318,10 +324,10 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     }
     changes.notify_one();
     wait_for(Duration::from_secs(10), || {
-        metrics.errors.load(std::sync::atomic::Ordering::Relaxed) >= 3
+        metrics.sync_errors("provider") >= 3
     })
     .await;
-    let errors_while_down = metrics.errors.load(std::sync::atomic::Ordering::Relaxed);
+    let errors_while_down = metrics.sync_errors("provider");
 
     bind.resume();
     wait_for(Duration::from_secs(15), || {
@@ -336,12 +342,7 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     );
     assert_foreign_untouched(&bind);
     assert!(errors_while_down >= 3);
-    assert!(
-        metrics
-            .last_success_unix_ms
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0
-    );
+    assert!(metrics.last_successful_sync_seconds() > 0.0);
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(5), loop_task)
         .await
@@ -356,7 +357,12 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.dry_run = true;
-    let dry = Syncer::new(provider.clone(), source(&desired), config);
+    let dry = Syncer::new(
+        provider.clone(),
+        source(&desired),
+        config,
+        Default::default(),
+    );
     let report = dry.run_once().await.unwrap();
     assert_eq!(report.pass.withheld, Some("dry run"));
     assert!(!report.converged);
@@ -374,6 +380,7 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
         provider.clone(),
         source(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
+        Default::default(),
     )
     .with_write_gate(gate_rx);
     assert_eq!(
@@ -434,6 +441,7 @@ async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
         provider.clone(),
         source(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
+        Default::default(),
     );
     let stats = provider.stats();
     assert!(syncer.run_once().await.unwrap().converged);

@@ -77,7 +77,7 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
     let mut config = SyncConfig::new("gw", vec![ZONE.into()]);
     // PowerDNS rejects `a-*.wild…`: use external-dns's wildcard replacement.
     config.txt_wildcard_replacement = Some("any".into());
-    let syncer = Syncer::new(provider.clone(), source, config);
+    let syncer = Syncer::new(provider.clone(), source, config, Default::default());
 
     let first = syncer.run_once().await.unwrap();
     let mut reasons: Vec<_> = first
@@ -187,7 +187,7 @@ async fn pdns_wrong_api_key_is_a_clear_error_and_nothing_is_deleted() {
     );
     let mut config = SyncConfig::new("gw", vec![ZONE.into(), "missing.example".into()]);
     config.policy = Policy::Sync;
-    let syncer = Syncer::new(provider, Arc::new(Vec::new), config);
+    let syncer = Syncer::new(provider, Arc::new(Vec::new), config, Default::default());
     let err = syncer.sync_pass().await.unwrap_err().to_string();
     assert!(
         err.contains("listing the records failed, nothing written"),
