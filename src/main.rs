@@ -2,7 +2,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gateway_dns::cli::{Cli, Command, run_certs, run_check};
+use gateway_dns::cli::{Cli, Command};
+use gateway_dns::cmd;
 
 /// Every admission review decodes its object into a few dozen short-lived allocations on a
 /// worker thread; mimalloc serves those from thread-local pages, where glibc's malloc paid
@@ -17,8 +18,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check(args) => ExitCode::from(run_check(&args)),
-        Command::Certs(args) => ExitCode::from(run_certs(&args)),
+        Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
+        Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
         Command::Serve(args) => {
             init_tracing();
             let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match runtime.block_on(gateway_dns::serve::run(*args)) {
+            match runtime.block_on(cmd::serve::run(*args)) {
                 Ok(code) => ExitCode::from(code),
                 Err(err) => {
                     tracing::error!("{err:#}");

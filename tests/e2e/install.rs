@@ -1518,9 +1518,9 @@ fn flags_reference_is_current() {
     let path = repo().join("docs/flags.md");
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
-        on_disk == gateway_dns::cli::flags_markdown(),
+        on_disk == gateway_dns::cmd::flags_doc::flags_markdown(),
         "docs/flags.md is stale: regenerate it with `{}` and commit it",
-        gateway_dns::cli::FLAGS_DOC_COMMAND
+        gateway_dns::cmd::flags_doc::FLAGS_DOC_COMMAND
     );
 }
 

@@ -124,7 +124,7 @@ impl Replica {
                 metrics.clone(),
             )
             // The gate `serve` uses: the Lease, and a cluster source in sync.
-            .with_write_gate(gateway_dns::serve::write_gate(
+            .with_write_gate(gateway_dns::cmd::serve::write_gate(
                 Some(election.is_leader()),
                 source.clone(),
             )),

@@ -1,18 +1,51 @@
 //! `gateway-dns check`: the engine over YAML files, for pipelines and terminals.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
+use crate::cli::{CheckArgs, OutputFormat};
 use crate::engine::settle::settle_all;
-use crate::engine::{Action, Config, Violation};
-use crate::engine::{Outcome, Record};
+use crate::engine::{Action, Config, Outcome, Record, Violation};
 use crate::index::Snapshot;
-use crate::source::files::Loaded;
+use crate::source::files::{self, Loaded};
+
+/// Runs `check`; returns the process exit code.
+pub fn run(args: &CheckArgs) -> u8 {
+    let cfg = match args.engine.to_config() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let loaded = match files::load_paths(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let outcome = evaluate(Arc::new(cfg), loaded);
+    match args.output {
+        OutputFormat::Json => println!("{}", to_json(&outcome)),
+        OutputFormat::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", to_text(&outcome, colour));
+        }
+    }
+    if outcome.denies() {
+        EXIT_DENIED
+    } else {
+        EXIT_OK
+    }
+}
 
 /// Runs the engine over loaded objects.
-pub fn run(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Outcome {
+pub fn evaluate(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Outcome {
     let snapshot = Snapshot::from_objects(cfg, loaded.into_iter().map(|l| l.object));
     settle_all(&snapshot)
 }
@@ -33,7 +66,7 @@ struct JsonOutcome<'a> {
     violations: Vec<JsonViolation<'a>>,
 }
 
-/// The stable JSON interface (DESIGN.md §4).
+/// The stable JSON interface (ARCHITECTURE.md, "Stable interfaces").
 pub fn to_json(outcome: &Outcome) -> String {
     let out = JsonOutcome {
         records: &outcome.records,
