@@ -685,7 +685,7 @@ async fn the_baseline_route_exists_only_when_enabled() {
 #[tokio::test]
 async fn a_closure_can_be_the_handler() {
     let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &AdmissionRequest| {
-        let operation = request.operation.clone();
+        let operation = request.operation;
         gateway_dns::webhook::review::Verdict::allow_with_warnings(vec![format!(
             "Seen: {operation}"
         )])
