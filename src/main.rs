@@ -6,12 +6,9 @@ use gateway_dns::cli::{Cli, Command};
 use gateway_dns::cmd;
 
 /// Every admission review decodes its object into a few dozen short-lived allocations on a
-/// worker thread; mimalloc serves those from thread-local pages, where glibc's malloc paid
-/// for each in instructions and cold metadata: the admission throughput ratio measured 0.75-0.79
-/// on glibc and 0.81-0.84 on mimalloc in alternating runs (benches/admission_load.rs, which
-/// declares the same allocator). Built without transparent huge pages (`no_thp`): with them
-/// the ratio was the same and the resident size a third larger (88 against 64 MiB for 10k
-/// routes; glibc 67 MiB).
+/// worker thread; mimalloc serves those from thread-local pages, where glibc's malloc pays for
+/// each in instructions and cold metadata. Built without transparent huge pages (`no_thp`), which
+/// only made the process larger. The measurements behind both: docs/benchmarks.md.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

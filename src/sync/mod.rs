@@ -6,7 +6,7 @@
 //! and log the plan but never write.
 
 pub mod desired;
-pub mod plan;
+pub(crate) mod plan;
 
 use std::future::Future;
 use std::sync::Arc;

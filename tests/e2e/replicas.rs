@@ -1,4 +1,4 @@
-//! Two replicas against one real BIND and the API double's Lease (issue 5). Each replica is
+//! Two replicas against one real BIND and the API double's Lease. Each replica is
 //! wired as `serve` wires itself on the cluster source: its own kube client, kube source,
 //! index, engine-backed desired set, RFC 2136 provider (so each one's UPDATE messages can be
 //! counted) and leader election gating its sync loop.

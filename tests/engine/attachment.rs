@@ -1,4 +1,4 @@
-//! Attachment (DESIGN.md §1): allowedRoutes namespaces and kinds, the protocol of each route
+//! Attachment (ARCHITECTURE.md, "Attachment"): allowedRoutes namespaces and kinds, the protocol of each route
 //! kind, sectionName and port, ListenerSets and allowedListeners, the two attachment modes, and
 //! the external-dns annotations.
 

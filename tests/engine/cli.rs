@@ -1,5 +1,5 @@
 //! `gateway-dns check` as a user runs it: the built binary over files, directories and stdin,
-//! its JSON and text output and its exit codes (DESIGN.md §4).
+//! its JSON and text output and its exit codes (ARCHITECTURE.md, "Stable interfaces").
 
 use std::io::Write;
 use std::path::Path;
@@ -171,7 +171,7 @@ fn json_shape_is_the_stable_interface() {
         );
     }
     for violation in outcome["violations"].as_array().unwrap() {
-        // DESIGN.md §4's keys, plus `field` (the field path the admission answer also carries).
+        // The stable keys (ARCHITECTURE.md, "Stable interfaces"), plus `field` (the field path the admission answer also carries).
         assert_eq!(
             keys(violation),
             ["action", "field", "hostname", "message", "object", "reason"]

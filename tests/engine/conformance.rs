@@ -1,5 +1,5 @@
-//! Gateway API conformance hostname cases (`../shared/cases/gateway-api-conformance-hostnames.yaml`,
-//! read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
+//! Gateway API conformance hostname cases (the shared reference case
+//! `gateway-api-conformance-hostnames.yaml`, read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
 //! and check which listeners each route attaches to and which hostnames it gets there
 //! (`engine::attach::attachments`) against the file's `derived_intersections` and `expected`.
 //!

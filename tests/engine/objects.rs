@@ -186,22 +186,23 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `../shared` next to the crate (or `GATEWAY_DNS_SHARED_DIR`). Fails the test when it is absent:
-/// a checkout without the shared cases must not pass these tests silently.
+/// The shared reference cases and tools: `GATEWAY_DNS_SHARED_DIR`, else the `shared` folder beside
+/// the checkout. Fails the test when it is absent: a checkout without the shared cases must not
+/// pass these tests silently.
 pub fn shared_dir() -> PathBuf {
     let dir = std::env::var_os("GATEWAY_DNS_SHARED_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate_dir().join("..").join("shared"));
     assert!(
         dir.join("cases").is_dir(),
-        "the shared cases are missing: {} has no cases/ directory (expected ../shared next to the \
-         crate; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
+        "the shared cases are missing: {} has no cases/ directory (expected a shared folder \
+         beside the checkout; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
         dir.display()
     );
     dir
 }
 
-/// A YAML file under `../shared/cases`, as JSON values.
+/// A YAML file of the shared reference cases, as JSON values.
 pub fn shared_case_file(name: &str) -> Value {
     let path = shared_dir().join("cases").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {

@@ -1,4 +1,4 @@
-//! The rules of DESIGN.md §1–§2 not about attachment, one focused test each: every violation
+//! The rules of ARCHITECTURE.md ("The rules") not about attachment, one focused test each: every violation
 //! reason of the table, actions and modes, records, conflicts, determinism, scope flags and API
 //! versions. Attachment and annotations are in `attachment.rs`.
 

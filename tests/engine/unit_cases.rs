@@ -1,7 +1,7 @@
-//! Function-level facts ported to Rust tables: the `unitCases` of
-//! `../shared/cases/extdns-visible.yaml` (external-dns's TestGatewayMatchingHost,
-//! TestGatewayMatchingProtocol, TestIsDNS1123Domain) and the `intersection_rules_table` of
-//! `../shared/cases/gateway-api-conformance-hostnames.yaml`.
+//! Function-level facts ported to Rust tables: the `unitCases` of the shared reference case
+//! `extdns-visible.yaml` (external-dns's TestGatewayMatchingHost, TestGatewayMatchingProtocol,
+//! TestIsDNS1123Domain) and the `intersection_rules_table` of
+//! `gateway-api-conformance-hostnames.yaml` (where they are: `objects::shared_dir`).
 //!
 //! The data is transcribed here, one row per case; `tables_match_the_shared_cases` checks the
 //! transcription against the files so the two cannot drift apart unnoticed.
@@ -233,7 +233,7 @@ fn extdns_protocol_compatibility() {
 
 #[test]
 fn route_kinds_speak_the_protocols_of_the_spec() {
-    // DESIGN.md §1: HTTPRoute and GRPCRoute: HTTP/HTTPS; TLSRoute: TLS; TCPRoute: TCP/TLS; UDPRoute: UDP.
+    // ARCHITECTURE.md, "Attachment": HTTPRoute and GRPCRoute: HTTP/HTTPS; TLSRoute: TLS; TCPRoute: TCP/TLS; UDPRoute: UDP.
     let listeners = ["HTTP", "HTTPS", "TLS", "TCP", "UDP"];
     let table: [(ObjectKind, &[&str]); 5] = [
         (ObjectKind::HTTPRoute, &["HTTP", "HTTPS"]),
