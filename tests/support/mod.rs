@@ -8,4 +8,5 @@ pub mod dig;
 pub mod install;
 pub mod net;
 pub mod pdns;
+pub mod records;
 pub mod webhook;
