@@ -250,21 +250,18 @@ fn no_colour_even_when_forced_off_by_no_color() {
 #[test]
 fn records_and_targets_are_sorted() {
     let dir = tempfile::tempdir().unwrap();
-    let gateways = "\
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: infra}
-spec:
-  listeners:
-  - {name: web, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
-status:
-  addresses:
+    // The Gateway of every test, with addresses out of order.
+    let gateways = GATEWAY_YAML.replace(
+        "  addresses: [{type: IPAddress, value: 192.0.2.10}]\n",
+        "  addresses:
   - {type: IPAddress, value: 2001:db8::2}
   - {type: IPAddress, value: 192.0.2.20}
   - {type: IPAddress, value: 2001:db8::1}
   - {type: IPAddress, value: 192.0.2.10}
-";
-    write(dir.path(), "gw.yaml", gateways);
+",
+    );
+    assert_ne!(gateways, GATEWAY_YAML);
+    write(dir.path(), "gw.yaml", &gateways);
     let routes = ["z", "b", "m", "a"]
         .iter()
         .map(|n| route_yaml(n, &format!("{n}.example.com")))

@@ -48,17 +48,26 @@ fn reason_hostname_conflict() {
     assert!(outcome.denies());
 }
 
+/// Settles `objects` beside the namespaces `infra` and `apps` (default configuration); returns
+/// the outcome and the one violation of the route `apps/r`.
+fn finding_of_r(objects: &[Value]) -> (Outcome, Violation) {
+    let all: Vec<Value> = [infra(), apps()]
+        .into_iter()
+        .chain(objects.to_vec())
+        .collect();
+    let outcome = settle_default(&all);
+    let violation = only_violation(&outcome, "HTTPRoute/apps/r").clone();
+    (outcome, violation)
+}
+
 #[test]
 fn reason_no_matching_listener_hostname() {
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
         http_route("apps", "r", on("gw1"), &["shop.example.org", "a.other.net"]),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NoMatchingListenerHostname,
         Action::Deny,
         "spec.hostnames[0]",
@@ -69,9 +78,7 @@ fn reason_no_matching_listener_hostname() {
 
 #[test]
 fn reason_hostname_outside_listener() {
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
         http_route(
             "apps",
@@ -80,9 +87,8 @@ fn reason_hostname_outside_listener() {
             &["a.example.com", "shop.example.org"],
         ),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::HostnameOutsideListener,
         Action::Warn,
         "spec.hostnames[1]",
@@ -183,15 +189,12 @@ fn reason_not_allowed_by_listeners() {
         json!([{"name": "web", "protocol": "HTTP", "port": 80}]),
         &[GW1],
     );
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         same_only,
         http_route("apps", "r", on("gw1"), &["a.example.com"]),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NotAllowedByListeners,
         Action::Deny,
         "spec.parentRefs[0]",
@@ -202,9 +205,7 @@ fn reason_not_allowed_by_listeners() {
 
 #[test]
 fn reason_no_matching_parent() {
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (_, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[GW1]),
         http_route(
             "apps",
@@ -213,9 +214,8 @@ fn reason_no_matching_parent() {
             &["a.example.com"],
         ),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NoMatchingParent,
         Action::Warn,
         "spec.parentRefs[0]",
@@ -225,9 +225,7 @@ fn reason_no_matching_parent() {
 
 #[test]
 fn reason_parent_not_found() {
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[GW1]),
         http_route(
             "apps",
@@ -236,9 +234,8 @@ fn reason_parent_not_found() {
             &["a.example.com"],
         ),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::ParentNotFound,
         Action::Warn,
         "spec.parentRefs[1]",
@@ -266,15 +263,12 @@ fn reason_no_parent_refs() {
 
 #[test]
 fn reason_gateway_has_no_address() {
-    let outcome = settle_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[]),
         http_route("apps", "r", on("gw1"), &["a.example.com"]),
     ]);
-    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::GatewayHasNoAddress,
         Action::Warn,
         "spec.parentRefs[0]",
