@@ -621,6 +621,11 @@ mod tests {
         vec!["example.com".to_string()]
     }
 
+    /// The plan of owner [`OWNER`] under policy sync in the zone `example.com`.
+    fn plan_sync(desired: &[Endpoint], current: &[Endpoint]) -> Plan {
+        plan(desired, current, OWNER, Policy::Sync, &zones())
+    }
+
     fn a(name: &str, ip: &str) -> Endpoint {
         Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
     }
@@ -645,13 +650,7 @@ mod tests {
 
     #[test]
     fn creates_record_and_ownership_into_empty_zone() {
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &[]);
         assert_eq!(
             names(&plan.changes.create),
             ["a-app.example.com TXT", "app.example.com A"]
@@ -670,13 +669,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty(), "{plan:?}");
         assert!(plan.blocked.is_empty());
     }
@@ -687,21 +680,9 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let new_ip = plan(
-            &[a("app.example.com", "192.0.2.2")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let new_ip = plan_sync(&[a("app.example.com", "192.0.2.2")], &current);
         assert_eq!(names(&new_ip.changes.update), ["app.example.com A"]);
-        let new_ttl = plan(
-            &[a("app.example.com", "192.0.2.1").with_ttl(60)],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let new_ttl = plan_sync(&[a("app.example.com", "192.0.2.1").with_ttl(60)], &current);
         assert_eq!(new_ttl.changes.update[0].ttl, Some(60));
     }
 
@@ -711,7 +692,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let sync = plan(&[], &current, OWNER, Policy::Sync, &zones());
+        let sync = plan_sync(&[], &current);
         assert_eq!(
             names(&sync.changes.delete),
             ["app.example.com A", "a-app.example.com TXT"]
@@ -776,7 +757,7 @@ mod tests {
             );
         }
         // Not desired at all: still untouched under sync.
-        assert!(plan(&[], &current, OWNER, Policy::Sync, &zones()).is_empty());
+        assert!(plan_sync(&[], &current).is_empty());
     }
 
     #[test]
@@ -785,13 +766,7 @@ mod tests {
             "a-app.example.com",
             &[ownership_value("someone-else", None)],
         )];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty());
         assert_eq!(plan.blocked.len(), 1);
     }
@@ -805,13 +780,7 @@ mod tests {
             txt("a-app.example.com", std::slice::from_ref(&value)),
             txt("app.example.com", &[value]),
         ];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.blocked.is_empty());
         // The record is kept as is; only the new-format TXT's resource label is refreshed.
         assert_eq!(names(&plan.changes.update), ["a-app.example.com TXT"]);
@@ -829,7 +798,7 @@ mod tests {
             RecordType::CNAME,
             ["lb.example.net."],
         )];
-        let plan = plan(&desired, &current, OWNER, Policy::Sync, &zones());
+        let plan = plan_sync(&desired, &current);
         assert!(plan.blocked.is_empty());
         assert_eq!(names(&plan.changes.create), ["cname-app.example.com TXT"]);
         assert!(plan.changes.update.is_empty() && plan.changes.delete.is_empty());
@@ -853,26 +822,14 @@ mod tests {
             a("app.example.org", "192.0.2.1").with_ttl(300),
             ours("app.example.org", RecordType::A),
         ];
-        let plan = plan(
-            &[a("new.example.org", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("new.example.org", "192.0.2.1")], &current);
         assert!(plan.is_empty(), "{plan:?}");
         assert_eq!(plan.blocked[0].reason, BlockReason::OutsideZones);
     }
 
     #[test]
     fn apex_records_cannot_carry_ownership_inside_the_zone() {
-        let plan = plan(
-            &[a("example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("example.com", "192.0.2.1")], &[]);
         assert!(plan.is_empty());
         assert!(matches!(
             plan.blocked[0].reason,
@@ -888,7 +845,7 @@ mod tests {
             RecordType::CNAME,
             ["lb.example.net"],
         )];
-        let blocked_plan = plan(&cname, &foreign, OWNER, Policy::Sync, &zones());
+        let blocked_plan = plan_sync(&cname, &foreign);
         assert!(blocked_plan.is_empty());
         assert_eq!(
             blocked_plan.blocked[0].reason,
@@ -901,7 +858,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let switch = plan(&cname, &ours_a, OWNER, Policy::Sync, &zones());
+        let switch = plan_sync(&cname, &ours_a);
         assert!(switch.blocked.is_empty(), "{switch:?}");
         assert_eq!(
             names(&switch.changes.delete),
@@ -920,29 +877,17 @@ mod tests {
     #[test]
     fn orphan_ownership_records_are_cleaned_and_drift_is_repaired() {
         let orphan = vec![ours("gone.example.com", RecordType::A)];
-        let cleaned = plan(&[], &orphan, OWNER, Policy::Sync, &zones());
+        let cleaned = plan_sync(&[], &orphan);
         assert_eq!(names(&cleaned.changes.delete), ["a-gone.example.com TXT"]);
         // Record deleted by hand while still desired: recreated, ownership kept.
-        let repaired = plan(
-            &[a("gone.example.com", "192.0.2.1")],
-            &orphan,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let repaired = plan_sync(&[a("gone.example.com", "192.0.2.1")], &orphan);
         assert_eq!(names(&repaired.changes.create), ["gone.example.com A"]);
     }
 
     #[test]
     fn unrelated_txt_at_ownership_name_blocks() {
         let current = vec![txt("a-app.example.com", &["hello".to_string()])];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty());
         assert!(matches!(
             plan.blocked[0].reason,
@@ -956,7 +901,7 @@ mod tests {
             Endpoint::new("App.Example.COM.", RecordType::AAAA, ["2001:DB8:0::1"]),
             Endpoint::new("app.example.com", RecordType::AAAA, ["2001:db8::2"]),
         ];
-        let plan = plan(&desired, &[], OWNER, Policy::Sync, &zones());
+        let plan = plan_sync(&desired, &[]);
         assert_eq!(plan.blocked[0].reason, BlockReason::DuplicateDesired);
         let created = &plan.changes.create[1];
         assert_eq!(created.dns_name, "app.example.com");
@@ -965,13 +910,7 @@ mod tests {
 
     #[test]
     fn wildcard_records_get_prefixed_ownership() {
-        let plan = plan(
-            &[a("*.example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("*.example.com", "192.0.2.1")], &[]);
         assert_eq!(
             names(&plan.changes.create),
             ["a-*.example.com TXT", "*.example.com A"]
@@ -1005,20 +944,14 @@ mod tests {
     #[test]
     fn ownership_name_over_63_byte_label_blocks() {
         let label = "x".repeat(60);
-        let ok_for_a = plan(
-            &[a(&format!("{label}.example.com"), "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let ok_for_a = plan_sync(&[a(&format!("{label}.example.com"), "192.0.2.1")], &[]);
         assert!(ok_for_a.blocked.is_empty(), "a- prefix fits: 62 bytes");
         let cname = Endpoint::new(
             &format!("{label}.example.com"),
             RecordType::CNAME,
             ["t.example.net"],
         );
-        let too_long = plan(&[cname], &[], OWNER, Policy::Sync, &zones());
+        let too_long = plan_sync(&[cname], &[]);
         assert!(too_long.is_empty());
         assert!(matches!(
             too_long.blocked[0].reason,
