@@ -53,7 +53,7 @@ fn base() -> Install {
 }
 
 /// Environment variables the binary reads that are not flags: the log filter (main.rs) and
-/// the pod name, the leader-election identity (serve.rs).
+/// the pod name, the leader-election identity (src/cmd/serve.rs).
 const NON_FLAG_ENV: [&str; 2] = ["GATEWAY_DNS_LOG", "POD_NAME"];
 
 /// The Deployment's configuration as the binary's own parser reads it: its args, plus every
