@@ -1049,21 +1049,11 @@ fn kustomize_output_of_base_and_every_overlay_holds_together() {
 fn tls_secret_name(install: &Install) -> String {
     let serve = parse_serve_args(&effective_args(install), &install.origin);
     let cert = serve.tls_cert.expect("--tls-cert");
-    let mount = install
-        .container()
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|mount| cert.starts_with(&mount.mount_path))
-        .expect("--tls-cert is on a volume");
-    pod_spec(install)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|volume| volume.name == mount.name)
-        .and_then(|volume| volume.secret.as_ref())
-        .and_then(|secret| secret.secret_name.clone())
-        .expect("the TLS volume is a Secret")
+    let (_, secret) = secret_mount(install, "--tls-cert", &cert);
+    secret
+        .secret_name
+        .clone()
+        .expect("the TLS Secret has a name")
 }
 
 fn check_cert_manager(install: &Install, inject_from: &str, tls_secret: &str) {
