@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use gateway_dns::engine::attach::World as _;
+use gateway_dns::engine::World as _;
 use gateway_dns::index::Index;
 use gateway_dns::model::{self, Object, ObjectKind};
 use kube::api::PostParams;

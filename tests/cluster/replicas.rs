@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::index::Index;
 use gateway_dns::leader::{LeaderConfig, LeaderElection};
+use gateway_dns::metrics::Metrics;
 use gateway_dns::source::kube::{Config as SourceConfig, KubeSource, client};
 use gateway_dns::sync::desired::EngineDesired;
-use gateway_dns::sync::{DesiredSource, SyncConfig, SyncMetrics, Syncer};
+use gateway_dns::sync::{DesiredSource, SyncConfig, Syncer};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -80,7 +81,7 @@ struct Replica {
     name: &'static str,
     index: Index,
     provider: Arc<Rfc2136Provider>,
-    metrics: Arc<SyncMetrics>,
+    metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
     /// Cleared when the replica crashes: a dead process is no leader, whatever its last flag.
     alive: Arc<AtomicBool>,
@@ -128,19 +129,20 @@ impl Replica {
         config.interval = Duration::from_secs(1);
         config.backoff_min = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(1);
+        let metrics = Arc::new(Metrics::new());
         let syncer = Arc::new(
             Syncer::new(
                 provider.clone(),
                 Arc::new(EngineDesired::new(index.clone())),
                 config,
+                metrics.clone(),
             )
             // The gate `serve` uses: the Lease, and a cluster source in sync.
-            .with_write_gate(gateway_dns::serve::write_gate(
+            .with_write_gate(gateway_dns::cmd::serve::write_gate(
                 Some(election.is_leader()),
                 source.clone(),
             )),
         );
-        let metrics = syncer.metrics();
 
         // As `serve` does: index changes wake the loop, which starts after the first full sync.
         let notify = Arc::new(Notify::new());
@@ -190,7 +192,7 @@ impl Replica {
     }
 
     fn passes(&self) -> u64 {
-        self.metrics.passes.load(Ordering::SeqCst)
+        self.metrics.sync_passes()
     }
 
     fn is_ready(&self) -> bool {

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use gateway_dns::engine::World as _;
 use gateway_dns::index::Index;
 use gateway_dns::model::{self, ObjectKind};
 use gateway_dns::source::kube::{Config, KindStatus, KubeSource, client};

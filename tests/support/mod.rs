@@ -12,4 +12,5 @@ pub mod install;
 pub mod net;
 pub mod pdns;
 pub mod proxy;
+pub mod records;
 pub mod webhook;
