@@ -551,6 +551,31 @@ impl Serve {
         );
     }
 
+    /// Waits until a sync pass converges that began after this call (the second converged
+    /// pass after now began after the first ended), or panics after `limit` with the log.
+    pub async fn wait_synced(&self, limit: Duration) {
+        const LAST_SYNC: &str = "gateway_dns_last_successful_sync_timestamp_seconds";
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let start = Instant::now();
+        let mut first: Option<f64> = None;
+        while start.elapsed() < limit {
+            match (first, self.metric(LAST_SYNC).await) {
+                (None, Some(at)) if at > since => first = Some(at),
+                (Some(earlier), Some(at)) if at > earlier => return,
+                _ => {}
+            }
+            self.assert_running();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "serve converged no sync pass in {limit:?}; its log ends with:\n{}",
+            self.log_tail()
+        );
+    }
+
     /// SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod bind;
 pub mod cluster;
 pub mod dig;
+pub mod extdns;
 pub mod install;
 pub mod net;
 pub mod pdns;
