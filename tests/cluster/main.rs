@@ -7,5 +7,6 @@ mod support;
 
 mod faults;
 mod lease;
+mod peer;
 mod rbac;
 mod seed_story;
