@@ -176,7 +176,7 @@ fn route(name: &str, hostname: &str) -> String {
 
 fn apply_route(cluster: &ControlPlane, name: &str, hostname: &str) {
     cluster.apply(&route(name, hostname), &[]).ok();
-    extdns::accept_route(&cluster, "httproutes", &format!("apps/{name}"));
+    extdns::accept_route(cluster, "httproutes", &format!("apps/{name}"));
 }
 
 fn delete_route(cluster: &ControlPlane, name: &str) {
