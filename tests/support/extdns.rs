@@ -374,13 +374,12 @@ impl WebhookRfc2136 {
         headers: &[(&str, &str)],
         body: &str,
     ) -> HttpReply {
-        http(self.addr, method, path, headers, body)
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{method} {path} to webhook-rfc2136: {e}; its log:\n{}",
-                    self.log()
-                )
-            })
+        http(self.addr, method, path, headers, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path} to webhook-rfc2136: {e}; its log:\n{}",
+                self.log()
+            )
+        })
     }
 }
 
