@@ -178,7 +178,6 @@ impl Config {
             format!("--rfc2136-port={}", bind.port),
             format!("--rfc2136-zone={}", bind.zone),
             format!("--rfc2136-tsig-keyname={KEY_NAME}"),
-            format!("--rfc2136-tsig-secret={SECRET}"),
             format!("--rfc2136-tsig-secret-alg={}", bind.algorithm),
             // Without zone transfers external-dns cannot list records (never updates or deletes).
             "--rfc2136-axfr".into(),
@@ -216,6 +215,8 @@ impl ExternalDns {
         let log = std::fs::File::create(work.path().join("external-dns.log")).unwrap();
         let child = Command::new(peer().join("bin/external-dns"))
             .args(config.args(kubeconfig, bind, metrics))
+            // Every flag can come from the environment; a secret should, as from a Secret.
+            .env("EXTERNAL_DNS_RFC2136_TSIG_SECRET", SECRET)
             .current_dir(work.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
