@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing (Debian packages; PyYAML from PyPI when apt
 # cannot provide it to the python3 on PATH), builds the test control plane (etcd, kube-apiserver
-# and kubectl from the Kubernetes Go modules, cached), then runs every check and test:
+# and kubectl from the Kubernetes Go modules, cached) and the peer (external-dns from its Go
+# module, cached), then runs every check and test:
 # gofmt and go vet, cargo fmt, clippy, and every test binary.
 # Usage: scripts/test.sh   (as root, or with sudo available for apt-get; needs Go and Rust)
 set -euo pipefail
@@ -33,14 +34,22 @@ python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 # The real control plane the cluster tests start (and the kubectl/kustomize the manifest tests
 # use), built from the Go modules pinned in tests/control-plane/go.mod into a cache outside the
-# clone; a warm rebuild takes seconds.
+# clone; a warm rebuild takes seconds. Likewise the peer the side-by-side tests run beside
+# gateway-dns: real external-dns and a webhook-provider server around its RFC 2136 provider,
+# from the module pinned in tests/peer/go.mod (a cold build downloads and compiles external-dns
+# with every provider it ships: minutes).
 command -v go >/dev/null || { echo "scripts/test.sh: Go (1.26) is needed to build the test control plane" >&2; exit 1; }
-export GATEWAY_DNS_CONTROL_PLANE="${GATEWAY_DNS_CONTROL_PLANE:-${XDG_CACHE_HOME:-$HOME/.cache}/gateway-dns/control-plane}"
-unformatted=$(gofmt -l tests/control-plane)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/gateway-dns"
+export GATEWAY_DNS_CONTROL_PLANE="${GATEWAY_DNS_CONTROL_PLANE:-$cache/control-plane}"
+export GATEWAY_DNS_PEER="${GATEWAY_DNS_PEER:-$cache/peer}"
+unformatted=$(gofmt -l tests/control-plane tests/peer)
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
 (cd tests/control-plane && go vet ./...)
+(cd tests/peer && go vet ./...)
 echo "building the test control plane into $GATEWAY_DNS_CONTROL_PLANE"
 tests/control-plane/build.sh "$GATEWAY_DNS_CONTROL_PLANE" >/dev/null
+echo "building external-dns (the peer) into $GATEWAY_DNS_PEER"
+tests/peer/build.sh "$GATEWAY_DNS_PEER" >/dev/null
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

@@ -9,6 +9,7 @@ mod api;
 mod faults;
 mod leader;
 mod lease;
+mod peer;
 mod rbac;
 mod replicas;
 mod seed_story;

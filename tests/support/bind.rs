@@ -127,6 +127,50 @@ zone "{zone}" {{
         }
     }
 
+    /// Every record of the zone, by zone transfer (AXFR, signed with the key), in BIND's order.
+    pub fn axfr(&self) -> Vec<dig::Rr> {
+        let output = Command::new(require_binary("dig", "bind9-dnsutils"))
+            .arg("@127.0.0.1")
+            .args(["-p", &self.port.to_string()])
+            .args(["-y", &format!("{}:{KEY_NAME}:{SECRET}", self.algorithm)])
+            .args(["+noall", "+answer", "+time=5", "+tries=1"])
+            .arg(&self.zone)
+            .arg("AXFR")
+            .output()
+            .expect("run dig");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && !text.contains("Transfer failed"),
+            "AXFR of {} failed: {text}{}",
+            self.zone,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        dig::parse(&format!(";; ANSWER SECTION:\n{text}")).answer
+    }
+
+    /// `gateway-dns serve` arguments that write to this zone through RFC 2136 and TSIG; the
+    /// secret goes in the environment ([`Bind::serve_env`]), as in a cluster.
+    pub fn serve_args(&self) -> Vec<String> {
+        [
+            "--provider",
+            "rfc2136",
+            "--zone",
+            &self.zone,
+            "--rfc2136-server",
+            &self.addr().to_string(),
+            "--rfc2136-tsig-key-name",
+            KEY_NAME,
+            "--rfc2136-tsig-algorithm",
+            &self.algorithm,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    pub fn serve_env(&self) -> [(&'static str, &'static str); 1] {
+        [("GATEWAY_DNS_RFC2136_TSIG_SECRET", SECRET)]
+    }
+
     pub fn tsig_key(&self) -> gateway_dns::dns::rfc2136::TsigKey {
         gateway_dns::dns::rfc2136::TsigKey::from_base64(
             KEY_NAME,

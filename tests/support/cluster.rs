@@ -424,6 +424,13 @@ impl Serve {
         assert!(made.status.success(), "gateway-dns certs: {made:?}");
         let (webhook, dns, metrics) = (free_port(), free_port(), free_port());
         let address = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        // Tests want CRDs that appear later found within a second; a caller measuring serve's
+        // load on the API server passes its own (e.g. the default, 60s).
+        let discovery: &[&str] = if args.contains(&"--discovery-interval") {
+            &[]
+        } else {
+            &["--discovery-interval", "1s"]
+        };
         let child = Command::new(binary)
             .arg("serve")
             .arg("--kubeconfig")
@@ -435,7 +442,7 @@ impl Serve {
             .arg(certs.join("tls.crt"))
             .arg("--tls-key")
             .arg(certs.join("tls.key"))
-            .args(["--discovery-interval", "1s"])
+            .args(discovery)
             .args(args)
             .env("GATEWAY_DNS_LOG", "info,gateway_dns=debug")
             .env("POD_NAME", identity)
@@ -559,6 +566,31 @@ impl Serve {
         panic!(
             "{name} {rtype}: wanted {expected:?}, the embedded DNS still answers {last:?} after \
              {limit:?}; serve's log ends with:\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// Waits until a sync pass converges that began after this call (the second converged
+    /// pass after now began after the first ended), or panics after `limit` with the log.
+    pub async fn wait_synced(&self, limit: Duration) {
+        const LAST_SYNC: &str = "gateway_dns_last_successful_sync_timestamp_seconds";
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let start = Instant::now();
+        let mut first: Option<f64> = None;
+        while start.elapsed() < limit {
+            match (first, self.metric(LAST_SYNC).await) {
+                (None, Some(at)) if at > since => first = Some(at),
+                (Some(earlier), Some(at)) if at > earlier => return,
+                _ => {}
+            }
+            self.assert_running();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "serve converged no sync pass in {limit:?}; its log ends with:\n{}",
             self.log_tail()
         );
     }

@@ -8,6 +8,8 @@ pub mod apiserver;
 pub mod bind;
 pub mod cluster;
 pub mod dig;
+pub mod docs;
+pub mod extdns;
 pub mod install;
 pub mod net;
 pub mod pdns;

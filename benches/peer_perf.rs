@@ -1,0 +1,781 @@
+//! gateway-dns and real external-dns side by side, in one run on one machine, each against the
+//! same real kube-apiserver and a BIND zone of its own (RFC 2136 + TSIG), one at a time so
+//! neither competes with the other for the CPU:
+//!
+//! - apply → resolvable: from the create of an HTTPRoute (and the test Gateway controller's
+//!   `Accepted` status right after it) until BIND answers its name, p50/p99 over N applies
+//!   (default 200), one at a time. gateway-dns on its defaults (event-driven); external-dns with
+//!   `--events` and its best interval (1s: its loop wakes once a second).
+//! - at 1k and 10k routes, both with `--interval 30s`: CPU seconds (utime+stime from
+//!   /proc/PID/stat) and peak RSS (VmHWM) from spawn until every name is in BIND; then over a
+//!   steady window with nothing changing: CPU seconds per minute, requests to kube-apiserver per
+//!   minute (from the apiserver's `/metrics`: `apiserver_request_total` has no client label, so
+//!   each tool's ServiceAccount gets a FlowSchema of its own and
+//!   `apiserver_flowcontrol_dispatched_requests_total` counts its requests), and DNS UPDATE
+//!   messages per resync (from BIND's log: one `approved` line per signed UPDATE).
+//!
+//! Needs `GATEWAY_DNS_CONTROL_PLANE` and `GATEWAY_DNS_PEER`. Run: `cargo bench --bench peer_perf
+//! [-- --applies N --sizes 1000,10000 --window SECS --out FILE]`; scripts/benchmarks writes
+//! docs/benchmarks.md with it.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use support::bind::{Bind, KEY_NAME};
+use support::cluster::{ControlPlane, Serve};
+use support::extdns::{self, ExternalDns};
+
+const NAMESPACES: usize = 20;
+const ADDRESS: &str = "203.0.113.10";
+const LIMIT: Duration = Duration::from_secs(900);
+const STEADY_INTERVAL: &str = "30s";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tool {
+    GatewayDns,
+    ExternalDns,
+}
+
+impl Tool {
+    fn label(self) -> &'static str {
+        match self {
+            Tool::GatewayDns => "gateway-dns",
+            Tool::ExternalDns => "external-dns",
+        }
+    }
+
+    /// The FlowSchema that counts this tool's requests.
+    fn flow_schema(self) -> String {
+        format!("peer-{}", self.label())
+    }
+
+    fn service_account(self) -> (&'static str, &'static str) {
+        match self {
+            Tool::GatewayDns => ("gateway-dns", "gateway-dns"),
+            Tool::ExternalDns => (extdns::SERVICE_ACCOUNT, extdns::SERVICE_ACCOUNT),
+        }
+    }
+}
+
+/// One tool's process.
+enum Running {
+    GatewayDns(Serve),
+    ExternalDns(ExternalDns),
+}
+
+impl Running {
+    fn pid(&self) -> u32 {
+        match self {
+            Running::GatewayDns(serve) => serve.pid().unwrap(),
+            Running::ExternalDns(peer) => peer.pid().unwrap(),
+        }
+    }
+
+    /// The Unix time of the tool's last completed (converged) pass.
+    async fn last_sync(&self) -> Option<f64> {
+        match self {
+            Running::GatewayDns(serve) => {
+                serve
+                    .metric("gateway_dns_last_successful_sync_timestamp_seconds")
+                    .await
+            }
+            Running::ExternalDns(peer) => peer.last_sync(),
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        match self {
+            Running::GatewayDns(serve) => serve.log_tail(),
+            Running::ExternalDns(peer) => peer.log_tail(),
+        }
+    }
+}
+
+struct Bench {
+    cluster: ControlPlane,
+    client: kube::Client,
+    clk_tck: f64,
+}
+
+impl Bench {
+    async fn start() -> Bench {
+        let cluster = ControlPlane::start();
+        cluster.install_gateway_dns_rbac();
+        extdns::install_rbac(&cluster);
+        let mut setup = String::new();
+        for name in ["infra", "latency"] {
+            let _ = write!(
+                setup,
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n---\n"
+            );
+        }
+        for i in 0..NAMESPACES {
+            let _ = write!(
+                setup,
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-{i}\n---\n"
+            );
+        }
+        setup.push_str(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
+             namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: https\n    \
+             protocol: HTTPS\n    port: 443\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+             namespaces:\n        from: All\n---\n",
+        );
+        // Two FlowSchemas per tool: its Lease requests (leader election), then the rest.
+        for tool in [Tool::GatewayDns, Tool::ExternalDns] {
+            let (namespace, name) = tool.service_account();
+            for (schema, precedence, group, resource) in [
+                (
+                    tool.flow_schema() + "-leases",
+                    400,
+                    "coordination.k8s.io",
+                    "leases",
+                ),
+                (tool.flow_schema(), 500, "*", "*"),
+            ] {
+                let _ = write!(
+                    setup,
+                    "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata:\n  \
+                     name: {schema}\nspec:\n  priorityLevelConfiguration:\n    name: workload-low\n  \
+                     matchingPrecedence: {precedence}\n  distinguisherMethod:\n    type: ByUser\n  \
+                     rules:\n  - subjects:\n    - kind: ServiceAccount\n      serviceAccount:\n        \
+                     name: {name}\n        namespace: {namespace}\n    resourceRules:\n    - verbs: \
+                     [\"*\"]\n      apiGroups: [\"{group}\"]\n      resources: [\"{resource}\"]\n      \
+                     clusterScope: true\n      namespaces: [\"*\"]\n"
+                );
+                if resource == "*" {
+                    setup.push_str(
+                        "    nonResourceRules:\n    - verbs: [\"*\"]\n      nonResourceURLs: [\"*\"]\n",
+                    );
+                }
+                setup.push_str("---\n");
+            }
+        }
+        cluster.apply(&setup, &[]).ok();
+        cluster.gateway_address("infra/public", &[ADDRESS]);
+        let client = cluster.admin_client().await;
+        let clk_tck = String::from_utf8(
+            std::process::Command::new("getconf")
+                .arg("CLK_TCK")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+        Bench {
+            cluster,
+            client,
+            clk_tck,
+        }
+    }
+
+    fn start_tool(&self, tool: Tool, bind: &Bind, interval: Option<&str>) -> Running {
+        let (namespace, name) = tool.service_account();
+        let kubeconfig = self
+            .cluster
+            .service_account_kubeconfig(namespace, name, None);
+        match tool {
+            Tool::GatewayDns => {
+                let mut args = bind.serve_args();
+                // Its defaults, not the test harness's one-second CRD discovery.
+                args.extend(
+                    [
+                        "--txt-owner-id",
+                        "gateway-dns",
+                        "--discovery-interval",
+                        "60s",
+                    ]
+                    .map(String::from),
+                );
+                if let Some(interval) = interval {
+                    args.extend(["--interval", interval].map(String::from));
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                Running::GatewayDns(Serve::start_with_env(
+                    &kubeconfig,
+                    "bench",
+                    &args,
+                    &bind.serve_env(),
+                ))
+            }
+            Tool::ExternalDns => {
+                let mut config = extdns::Config::gateway_routes("external-dns");
+                if let Some(interval) = interval {
+                    // Its default: events wait at least 5s after the last run.
+                    config.interval = interval.into();
+                    config.min_event_sync_interval = "5s".into();
+                }
+                Running::ExternalDns(ExternalDns::start(&kubeconfig, bind, &config))
+            }
+        }
+    }
+
+    /// CPU seconds the process has used.
+    fn cpu_seconds(&self, pid: u32) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / self.clk_tck
+    }
+
+    async fn apiserver_metrics(&self) -> String {
+        let request = hyper::http::Request::get("/metrics")
+            .body(Vec::new())
+            .unwrap();
+        self.client.request_text(request).await.unwrap()
+    }
+
+    /// Requests the apiserver dispatched for `tool`'s ServiceAccount so far: (all, Lease).
+    async fn requests(&self, tool: Tool) -> (f64, f64) {
+        let text = self.apiserver_metrics().await;
+        let count = |schema: String| -> f64 {
+            let selector = format!("flow_schema=\"{schema}\"");
+            text.lines()
+                .filter(|line| {
+                    line.starts_with("apiserver_flowcontrol_dispatched_requests_total{")
+                        && line.contains(&selector)
+                })
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let leases = count(tool.flow_schema() + "-leases");
+        (count(tool.flow_schema()) + leases, leases)
+    }
+}
+
+fn routes_resource() -> ApiResource {
+    ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: "HTTPRoute".into(),
+        plural: "httproutes".into(),
+    }
+}
+
+fn http_route(namespace: &str, name: &str, hostname: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "parentRefs": [{"name": "public", "namespace": "infra"}],
+            "hostnames": [hostname],
+            "rules": [{"backendRefs": [{"name": name, "port": 8080}]}],
+        },
+    })
+}
+
+/// Creates the route, then writes the `Accepted` status a Gateway controller would.
+async fn create_accepted(client: &kube::Client, route: Value) {
+    let namespace = route["metadata"]["namespace"].as_str().unwrap().to_string();
+    let name = route["metadata"]["name"].as_str().unwrap().to_string();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &routes_resource());
+    let object: DynamicObject = serde_json::from_value(route).unwrap();
+    let created = api.create(&PostParams::default(), &object).await.unwrap();
+    let status = extdns::accepted_route_status(&serde_json::to_value(&created).unwrap());
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// Creates routes `from..to` across the team namespaces, 16 requests in flight.
+async fn create_routes(client: &kube::Client, from: usize, to: usize) {
+    futures::stream::iter(from..to)
+        .map(|i| {
+            let route = http_route(
+                &format!("team-{}", i % NAMESPACES),
+                &format!("app-{i}"),
+                &format!("app-{i}.example.com"),
+            );
+            async move {
+                create_accepted(client, route).await;
+                Ok::<(), ()>(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+/// Whether `server` answers `name` with at least one A record (a hand-made query: the poll
+/// runs every few milliseconds, a `dig` process each time would dominate).
+fn resolves(socket: &UdpSocket, server: SocketAddr, name: &str, id: u16) -> bool {
+    let mut query = Vec::with_capacity(64);
+    query.extend_from_slice(&id.to_be_bytes());
+    query.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        query.push(label.len() as u8);
+        query.extend_from_slice(label.as_bytes());
+    }
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    if socket.send_to(&query, server).is_err() {
+        return false;
+    }
+    let mut reply = [0u8; 512];
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        let Ok((len, _)) = socket.recv_from(&mut reply) else {
+            return false;
+        };
+        if len >= 12 && reply[..2] == id.to_be_bytes() {
+            let rcode = reply[3] & 0x0f;
+            let answers = u16::from_be_bytes([reply[6], reply[7]]);
+            return rcode == 0 && answers > 0;
+        }
+    }
+    false
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+struct Latency {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+async fn latency(bench: &Bench, tool: Tool, applies: usize) -> Latency {
+    let bind = Bind::start("example.com", "");
+    let running = bench.start_tool(tool, &bind, None);
+    wait_first_sync(&running).await;
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut samples = Vec::with_capacity(applies);
+    let mut id: u16 = 0;
+    for i in 0..applies {
+        let name = format!("lat-{}-{i}", tool.label());
+        let hostname = format!("{name}.example.com");
+        let started = Instant::now();
+        create_accepted(&bench.client, http_route("latency", &name, &hostname)).await;
+        loop {
+            id = id.wrapping_add(1);
+            if resolves(&socket, bind.addr(), &hostname, id) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{hostname} not resolvable after 60s; {}'s log ends with:\n{}",
+                tool.label(),
+                running.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        samples.push(started.elapsed());
+        // The next apply at a random point of the tool's cycle: back-to-back applies would
+        // each start just after a periodic run has ended, always waiting a full period.
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
+    }
+    samples.sort();
+    Latency {
+        p50: percentile(&samples, 50.0),
+        p99: percentile(&samples, 99.0),
+        max: *samples.last().unwrap(),
+    }
+}
+
+async fn wait_first_sync(running: &Running) {
+    if let Running::GatewayDns(serve) = running {
+        // Its metrics listener is up once it is ready.
+        serve.wait_ready(LIMIT).await;
+    }
+    let started = Instant::now();
+    while running.last_sync().await.is_none_or(|at| at <= 0.0) {
+        assert!(
+            started.elapsed() < LIMIT,
+            "no sync pass completed; log:\n{}",
+            running.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// UPDATE messages BIND approved so far (each signed UPDATE logs one `approved` line).
+fn updates(bind: &Bind) -> usize {
+    let signer = format!("signer \"{KEY_NAME}\" approved");
+    std::fs::read_to_string(bind.log_path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(&signer))
+        .count()
+}
+
+/// A records in the zone.
+fn published(bind: &Bind) -> usize {
+    bind.axfr().iter().filter(|rr| rr.rtype == "A").count()
+}
+
+struct Scale {
+    converge: Duration,
+    converge_cpu: f64,
+    first_pass_updates: usize,
+    peak_rss_mib: f64,
+    steady_cpu_per_minute: f64,
+    requests_per_minute: f64,
+    lease_requests_per_minute: f64,
+    resyncs: usize,
+    updates_per_resync: Option<f64>,
+}
+
+async fn scale(bench: &Bench, tool: Tool, names: usize, window: Duration) -> Scale {
+    let bind = Bind::start("example.com", "");
+    let started = Instant::now();
+    let running = bench.start_tool(tool, &bind, Some(STEADY_INTERVAL));
+    let pid = running.pid();
+    // Every route's name, plus the zone's own name server address.
+    while published(&bind) < names + 1 {
+        assert!(
+            started.elapsed() < LIMIT,
+            "{} published {} of {names} names; log:\n{}",
+            tool.label(),
+            published(&bind),
+            running.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let converge = started.elapsed();
+    let converge_cpu = bench.cpu_seconds(pid);
+    let peak_rss_mib = peak_rss_kib(pid) as f64 / 1024.0;
+    // The names resolve before the last UPDATEs of the first pass (ownership records) are in:
+    // count them once that pass has completed.
+    let spawned = extdns::unix_now() - converge.as_secs_f64();
+    while running.last_sync().await.is_none_or(|at| at < spawned) {
+        assert!(
+            started.elapsed() < LIMIT,
+            "{}: the first pass does not complete; log:\n{}",
+            tool.label(),
+            running.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first_pass_updates = updates(&bind);
+
+    // Steady state: let the initial pass and its follow-ups finish, then watch a window in
+    // which nothing changes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (cpu_before, requests_before, updates_before) = (
+        bench.cpu_seconds(pid),
+        bench.requests(tool).await,
+        updates(&bind),
+    );
+    let window_start = Instant::now();
+    let mut last = running.last_sync().await;
+    let mut resyncs = 0;
+    while window_start.elapsed() < window {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = running.last_sync().await;
+        if now != last {
+            resyncs += 1;
+            last = now;
+        }
+    }
+    let minutes = window_start.elapsed().as_secs_f64() / 60.0;
+    let steady_cpu_per_minute = (bench.cpu_seconds(pid) - cpu_before) / minutes;
+    let requests_after = bench.requests(tool).await;
+    let requests_per_minute = (requests_after.0 - requests_before.0) / minutes;
+    let lease_requests_per_minute = (requests_after.1 - requests_before.1) / minutes;
+    let window_updates = updates(&bind) - updates_before;
+    drop(running);
+    Scale {
+        converge,
+        converge_cpu,
+        first_pass_updates,
+        peak_rss_mib,
+        steady_cpu_per_minute,
+        requests_per_minute,
+        lease_requests_per_minute,
+        resyncs,
+        updates_per_resync: (resyncs > 0).then(|| window_updates as f64 / resyncs as f64),
+    }
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+struct Options {
+    applies: usize,
+    sizes: Vec<usize>,
+    window: Duration,
+    out: Option<PathBuf>,
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        applies: 200,
+        sizes: vec![1_000, 10_000],
+        window: Duration::from_secs(60),
+        out: None,
+    };
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--applies" => options.applies = value().parse().unwrap(),
+            "--sizes" => {
+                options.sizes = value().split(',').map(|s| s.parse().unwrap()).collect();
+            }
+            "--window" => options.window = Duration::from_secs(value().parse().unwrap()),
+            "--out" => options.out = Some(PathBuf::from(value())),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    options
+}
+
+fn ratio(ours: f64, theirs: f64) -> String {
+    if theirs == 0.0 {
+        if ours == 0.0 {
+            "— (both 0)".into()
+        } else {
+            "— (external-dns 0)".into()
+        }
+    } else {
+        format!("{:.2}", ours / theirs)
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("model name")?.split(':').nth(1))
+        .unwrap_or("unknown CPU")
+        .trim()
+        .to_string();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    format!(
+        "{cores} cores ({cpu}), {:.0} GiB memory; load average at the start: {}",
+        memory as f64 / 1024.0 / 1024.0,
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+fn main() {
+    let options = options();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let machine = machine();
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mut row = |figure: String, ours: f64, theirs: f64, unit: &str, digits: usize| {
+        rows.push((
+            figure,
+            format!("{ours:.digits$} {unit}"),
+            format!("{theirs:.digits$} {unit}"),
+            ratio(ours, theirs),
+        ));
+    };
+    let mut notes = Vec::new();
+    runtime.block_on(async {
+        let bench = Bench::start().await;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        eprintln!("apply → resolvable, {} applies each …", options.applies);
+        let ours = latency(&bench, Tool::GatewayDns, options.applies).await;
+        let theirs = latency(&bench, Tool::ExternalDns, options.applies).await;
+        let n = options.applies;
+        row(
+            format!("apply → resolvable, p50 ({n} applies)"),
+            ms(ours.p50),
+            ms(theirs.p50),
+            "ms",
+            0,
+        );
+        row(
+            format!("apply → resolvable, p99 ({n} applies)"),
+            ms(ours.p99),
+            ms(theirs.p99),
+            "ms",
+            0,
+        );
+        notes.push(format!(
+            "Slowest apply: gateway-dns {:.0} ms, external-dns {:.0} ms.",
+            ms(ours.max),
+            ms(theirs.max)
+        ));
+
+        let mut created = 0;
+        for &size in &options.sizes {
+            eprintln!("{size} routes …");
+            create_routes(&bench.client, created, size).await;
+            created = size;
+            // The latency routes are in the cluster too; every tool publishes them as well.
+            let names = size + 2 * options.applies;
+            let ours = scale(&bench, Tool::GatewayDns, names, options.window).await;
+            let theirs = scale(&bench, Tool::ExternalDns, names, options.window).await;
+            let label = format!("{size} routes");
+            row(
+                format!("{label}: CPU seconds, spawn → all names in DNS"),
+                ours.converge_cpu,
+                theirs.converge_cpu,
+                "s",
+                2,
+            );
+            row(
+                format!("{label}: wall time, spawn → all names in DNS"),
+                ours.converge.as_secs_f64(),
+                theirs.converge.as_secs_f64(),
+                "s",
+                1,
+            );
+            row(
+                format!("{label}: DNS UPDATE messages in the first pass (every name created)"),
+                ours.first_pass_updates as f64,
+                theirs.first_pass_updates as f64,
+                "",
+                0,
+            );
+            row(
+                format!("{label}: peak RSS (VmHWM)"),
+                ours.peak_rss_mib,
+                theirs.peak_rss_mib,
+                "MiB",
+                1,
+            );
+            row(
+                format!("{label}: CPU seconds per minute, steady state"),
+                ours.steady_cpu_per_minute,
+                theirs.steady_cpu_per_minute,
+                "s",
+                2,
+            );
+            row(
+                format!("{label}: kube-apiserver requests per minute, steady state"),
+                ours.requests_per_minute,
+                theirs.requests_per_minute,
+                "",
+                1,
+            );
+            row(
+                format!("{label}: … of them for its Lease (leader election)"),
+                ours.lease_requests_per_minute,
+                theirs.lease_requests_per_minute,
+                "",
+                1,
+            );
+            match (ours.updates_per_resync, theirs.updates_per_resync) {
+                (Some(o), Some(t)) => row(
+                    format!("{label}: DNS UPDATE messages per no-change resync"),
+                    o,
+                    t,
+                    "",
+                    1,
+                ),
+                _ => notes.push(format!(
+                    "{label}: a resync did not complete in the window (gateway-dns {}, \
+                     external-dns {}): no UPDATE-per-resync figure.",
+                    ours.resyncs, theirs.resyncs
+                )),
+            }
+            notes.push(format!(
+                "{label}: resyncs in the steady window: gateway-dns {}, external-dns {}.",
+                ours.resyncs, theirs.resyncs
+            ));
+        }
+    });
+
+    let mut document = String::new();
+    let _ = writeln!(
+        document,
+        "## gateway-dns beside external-dns\n\n\
+         One run, one machine: {machine}. Both against the same real kube-apiserver (v1.37, \
+         built from the Kubernetes Go modules) as least-privilege ServiceAccounts, each writing \
+         its own real BIND zone through RFC 2136 with TSIG, one at a time. external-dns {version} \
+         is built from its Go module (`--source=gateway-httproute --source=gateway-grpcroute \
+         --source=gateway-tlsroute --provider=rfc2136 --rfc2136-axfr --registry=txt --events`). \
+         Ratio = gateway-dns / external-dns (below 1: gateway-dns uses less or is faster).\n",
+        version = extdns::version()
+    );
+    let _ = writeln!(
+        document,
+        "| figure | gateway-dns | external-dns | ratio |\n|---|---|---|---|"
+    );
+    for (figure, ours, theirs, ratio) in &rows {
+        let _ = writeln!(
+            document,
+            "| {figure} | {} | {} | {ratio} |",
+            ours.trim(),
+            theirs.trim()
+        );
+    }
+    let _ = writeln!(
+        document,
+        "\n{}\n\n### How each figure is measured\n\n\
+         - **apply → resolvable**: the benchmark creates an HTTPRoute with a new hostname through \
+           the API, writes the `Accepted` route status a Gateway controller would (external-dns \
+           publishes nothing before it; gateway-dns does not need it), and polls the tool's \
+           BIND every 5 ms until the name has an A record. One apply at a time; p50/p99 over \
+           all. gateway-dns on its defaults (event-driven sync); external-dns with `--events`, \
+           `--interval=1s` and `--min-event-sync-interval=1s`, its fastest setting (its loop \
+           checks once a second whether to run).\n\
+         - **spawn → all names in DNS**: routes (one hostname each, 20 namespaces, all accepted) \
+           exist before the tool starts; CPU is utime+stime from /proc/PID/stat when the zone \
+           (read by AXFR every 250 ms) holds every name; peak RSS is VmHWM then; UPDATE \
+           messages (counted as below) once the tool reports its first pass complete.\n\
+         - **steady state**: both with `--interval={STEADY_INTERVAL}`, nothing changing, over a \
+           {window}-second window starting 5 s after convergence. Requests per minute come from \
+           the apiserver's `/metrics`: `apiserver_request_total` has no client label, so each \
+           tool's ServiceAccount has a FlowSchema of its own and \
+           `apiserver_flowcontrol_dispatched_requests_total{{flow_schema=…}}` counts its \
+           requests (a watch counts once, when it starts); a second FlowSchema of higher \
+           precedence counts its Lease requests apart (gateway-dns elects a leader by default, \
+           external-dns has no leader election). UPDATE messages per resync: `signer … approved` lines in BIND's log (one per signed UPDATE) \
+           divided by the passes completed in the window (each tool's last-sync metric).\n\n\
+         Regenerate with `scripts/benchmarks` (builds the control plane and external-dns if \
+         needed). Figures vary with the machine and its load; compare ratios, not absolutes.",
+        notes
+            .iter()
+            .map(|n| format!("- {n}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        window = options.window.as_secs()
+    );
+    print!("{document}");
+    if let Some(path) = options.out {
+        support::docs::write_generated_section(
+            &path,
+            "peer_perf",
+            "scripts/benchmarks (`cargo bench --bench peer_perf`)",
+            &document,
+        );
+        eprintln!("wrote the peer_perf section of {}", path.display());
+    }
+}

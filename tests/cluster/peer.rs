@@ -1,0 +1,416 @@
+//! gateway-dns beside real external-dns (built from its Go module by `tests/peer/build.sh`) on
+//! one control plane and real BIND: both publish the seed story (with gateway-dns's webhook
+//! keeping the conflicting route out for both); ownership records written by one are owned by
+//! the other when the owner id is the same (take-over and back), and never touched when it is
+//! not; external-dns's webhook-provider server and its DNSEndpoint CRD source work against
+//! BIND as gateway-dns's future `webhook` and `dnsendpoint` providers will use them.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::bind::Bind;
+use crate::support::cluster::{ControlPlane, Serve, repo_root};
+use crate::support::dig::{self, Rr};
+use crate::support::extdns::{self, ExternalDns, WebhookRfc2136};
+
+const LIMIT: Duration = Duration::from_secs(45);
+const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
+
+fn fixture(name: &str) -> String {
+    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// gateway-dns serve writing to `bind` through RFC 2136 as `owner`, as the manifests'
+/// ServiceAccount.
+fn serve_into(cluster: &ControlPlane, bind: &Bind, owner: &str) -> Serve {
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let mut args = bind.serve_args();
+    args.extend(["--txt-owner-id", owner, "--interval", "2s"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Serve::start_with_env(&kubeconfig, owner, &args, &bind.serve_env())
+}
+
+fn answer(bind: &Bind, name: &str, rtype: &str) -> dig::Answer {
+    dig::query(bind.addr(), name, rtype, false)
+}
+
+/// Polls BIND until `name` has exactly `expected` A records (none: NXDOMAIN or no A).
+#[track_caller]
+fn wait_a(bind: &Bind, name: &str, expected: &[&str], who: &str, log: &dyn Fn() -> String) {
+    let start = Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < LIMIT {
+        last = answer(bind, name, "A").data("A");
+        if last == expected {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "{who}: {name} A is {last:?}, wanted {expected:?} after {LIMIT:?}; log ends with:\n{}",
+        log()
+    );
+}
+
+/// The zone's records without the apex (SOA, NS, the name server's address).
+fn published(bind: &Bind) -> Vec<Rr> {
+    let apex_host = format!("ns1.{}", bind.zone);
+    let mut records: Vec<Rr> = bind
+        .axfr()
+        .into_iter()
+        .filter(|rr| rr.name != bind.zone && rr.name != apex_host)
+        .collect();
+    records.sort_by(|a, b| (&a.name, &a.rtype, &a.data).cmp(&(&b.name, &b.rtype, &b.data)));
+    records.dedup();
+    records
+}
+
+/// The ownership TXT strings at `name` (external-dns's layout: `a-<name>` for an A record).
+fn ownership(bind: &Bind, name: &str) -> Vec<String> {
+    answer(bind, name, "TXT").data("TXT")
+}
+
+#[test]
+fn external_dns_and_gateway_dns_publish_the_seed_story_side_by_side() {
+    let cluster = ControlPlane::start();
+    let ours = Bind::start("example.com", "");
+    let theirs = Bind::start("example.com", "");
+    let serve = serve_into(&cluster, &ours, "gateway-dns");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+    cluster.register_webhook(&serve.url(), &serve.ca_file());
+    let peer_identity = extdns::install_rbac(&cluster);
+    let mut peer = ExternalDns::start(
+        &peer_identity,
+        &theirs,
+        &extdns::Config::gateway_routes("external-dns"),
+    );
+
+    cluster.apply(&fixture("gateways.yaml"), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.gateway_address("infra/internal", &["198.51.100.20"]);
+    cluster.wait_webhook_active("team-a");
+    cluster.apply(&fixture("team-a.yaml"), &[]).ok();
+    extdns::accept_route(&cluster, "httproutes", "team-a/web");
+    // The webhook keeps team B's conflicting claim out of the cluster: neither publishes it.
+    let team_b = cluster.apply(&fixture("team-b.yaml"), &[]);
+    assert!(
+        !team_b.success && team_b.stderr.contains("HostnameConflict"),
+        "{team_b:?}"
+    );
+    let outside = cluster.apply(&fixture("outside-listener.yaml"), &[]);
+    assert!(
+        outside.success && outside.stderr.contains("Warning: HostnameOutsideListener"),
+        "{outside:?}"
+    );
+    extdns::accept_route(&cluster, "httproutes", "team-a/shop");
+
+    for name in ["app.example.com", "shop.example.com"] {
+        wait_a(&ours, name, &["203.0.113.10"], "gateway-dns", &|| {
+            serve.log_tail()
+        });
+        wait_a(&theirs, name, &["203.0.113.10"], "external-dns", &|| {
+            peer.log_tail()
+        });
+    }
+    peer.wait_synced(LIMIT);
+    peer.assert_running();
+    serve.assert_running();
+
+    // The same records in both zones, ownership TXT records included once the owner id is
+    // set aside: gateway-dns writes external-dns's registry format.
+    let normalise = |records: Vec<Rr>, owner: &str| -> Vec<(String, String, String)> {
+        records
+            .into_iter()
+            .map(|rr| {
+                let data = rr.data.replace(
+                    &format!("external-dns/owner={owner}"),
+                    "external-dns/owner=OWNER",
+                );
+                (rr.name, rr.rtype, data)
+            })
+            .collect()
+    };
+    let ours_records = normalise(published(&ours), "gateway-dns");
+    let theirs_records = normalise(published(&theirs), "external-dns");
+    assert_eq!(ours_records, theirs_records);
+    assert!(
+        ours_records
+            .iter()
+            .any(|(name, rtype, _)| name == "app.example.com" && rtype == "A"),
+        "{ours_records:?}"
+    );
+    let txt = ownership(&ours, "a-app.example.com");
+    assert_eq!(
+        txt,
+        [
+            "heritage=external-dns,external-dns/owner=gateway-dns,external-dns/resource=httproute/team-a/web"
+        ]
+    );
+    assert!(
+        answer(&theirs, "shop.example.org", "A")
+            .data("A")
+            .is_empty()
+    );
+}
+
+const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
+    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n";
+
+/// An HTTPRoute on `infra/public`. Its TTL is explicit: without one external-dns's RFC 2136
+/// provider writes TTL 0 and gateway-dns 300, and the take-over would rewrite every record once.
+fn route(name: &str, hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
+         namespace: apps\n  annotations:\n    external-dns.kubernetes.io/ttl: \"300\"\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
+         hostnames:\n  - {hostname}\n"
+    )
+}
+
+fn apply_route(cluster: &ControlPlane, name: &str, hostname: &str) {
+    cluster.apply(&route(name, hostname), &[]).ok();
+    extdns::accept_route(cluster, "httproutes", &format!("apps/{name}"));
+}
+
+fn delete_route(cluster: &ControlPlane, name: &str) {
+    cluster
+        .kubectl(&["delete", "httproute", name, "-n", "apps"])
+        .ok();
+}
+
+/// Records another owner wrote, in external-dns's layout: neither tool may touch them, though a
+/// route asks for the same name.
+const FOREIGN: &str = "foreign IN A 192.0.2.1\n\
+    a-foreign IN TXT \"heritage=external-dns,external-dns/owner=someone-else,external-dns/resource=httproute/other/foreign\"\n";
+
+#[test]
+fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
+    let cluster = ControlPlane::start();
+    let bind = Bind::start("example.com", FOREIGN);
+    cluster.apply(GATEWAY, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    for (name, hostname) in [
+        ("keep", "keep.example.com"),
+        ("gone", "gone.example.com"),
+        ("foreign", "foreign.example.com"),
+    ] {
+        apply_route(&cluster, name, hostname);
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let peer_identity = extdns::install_rbac(&cluster);
+    let config = extdns::Config::gateway_routes("shared");
+
+    // external-dns publishes first.
+    let mut peer = ExternalDns::start(&peer_identity, &bind, &config);
+    for name in ["keep.example.com", "gone.example.com"] {
+        wait_a(&bind, name, &["203.0.113.10"], "external-dns", &|| {
+            peer.log_tail()
+        });
+    }
+    peer.wait_synced(LIMIT);
+    peer.kill();
+    let serial_before = answer(&bind, "example.com", "SOA").soa_serial();
+
+    // gateway-dns with the same owner id owns what external-dns wrote: it writes nothing on
+    // its first pass, then updates and deletes those records as the cluster changes.
+    let serve = serve_into(&cluster, &bind, "shared");
+    runtime.block_on(serve.wait_ready(LIMIT));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        answer(&bind, "example.com", "SOA").soa_serial(),
+        serial_before,
+        "gateway-dns rewrote records external-dns had written with its owner id:\n{}",
+        serve.log_tail()
+    );
+    delete_route(&cluster, "gone");
+    cluster.gateway_address("infra/public", &["203.0.113.11"]);
+    wait_a(
+        &bind,
+        "keep.example.com",
+        &["203.0.113.11"],
+        "gateway-dns",
+        &|| serve.log_tail(),
+    );
+    wait_a(&bind, "gone.example.com", &[], "gateway-dns", &|| {
+        serve.log_tail()
+    });
+    assert!(ownership(&bind, "a-gone.example.com").is_empty());
+    assert_eq!(
+        ownership(&bind, "a-keep.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=shared,external-dns/resource=httproute/apps/keep"
+        ]
+    );
+    drop(serve);
+
+    // And back: external-dns owns what gateway-dns wrote.
+    apply_route(&cluster, "back", "back.example.com");
+    let mut peer = ExternalDns::start(&peer_identity, &bind, &config);
+    wait_a(
+        &bind,
+        "back.example.com",
+        &["203.0.113.11"],
+        "external-dns",
+        &|| peer.log_tail(),
+    );
+    delete_route(&cluster, "keep");
+    wait_a(&bind, "keep.example.com", &[], "external-dns", &|| {
+        peer.log_tail()
+    });
+    assert!(ownership(&bind, "a-keep.example.com").is_empty());
+    peer.wait_synced(LIMIT);
+
+    // The other owner's records stayed as they were throughout.
+    assert_eq!(
+        answer(&bind, "foreign.example.com", "A").data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        ownership(&bind, "a-foreign.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=someone-else,external-dns/resource=httproute/other/foreign"
+        ]
+    );
+    peer.assert_running();
+}
+
+fn endpoint(name: &str, target: &str) -> serde_json::Value {
+    json!({"dnsName": name, "targets": [target], "recordType": "A", "recordTTL": 300})
+}
+
+#[test]
+fn webhook_rfc2136_speaks_external_dns_webhook_protocol_into_bind() {
+    let bind = Bind::start("example.com", "");
+    let server = WebhookRfc2136::start(&bind);
+    let accept = [("Accept", MEDIA_TYPE)];
+    let json_body = [("Content-Type", MEDIA_TYPE)];
+
+    // Negotiation: the media type and the domain filter.
+    let negotiated = server.request("GET", "/", &accept, "");
+    assert_eq!(negotiated.status, 200, "{negotiated:?}");
+    assert_eq!(negotiated.header("content-type"), Some(MEDIA_TYPE));
+    assert_eq!(negotiated.json(), json!({"include": ["example.com"]}));
+
+    // Create, then read back through the protocol and through DNS.
+    let changes = json!({"create": [endpoint("hook.example.com", "192.0.2.7")]});
+    let created = server.request("POST", "/records", &json_body, &changes.to_string());
+    assert_eq!(created.status, 204, "{created:?}\n{}", server.log());
+    assert_eq!(
+        answer(&bind, "hook.example.com", "A").data("A"),
+        ["192.0.2.7"]
+    );
+    let records = server.request("GET", "/records", &accept, "");
+    assert_eq!(records.status, 200, "{records:?}");
+    assert_eq!(records.header("content-type"), Some(MEDIA_TYPE));
+    let listed: Vec<serde_json::Value> = records
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["dnsName"] == "hook.example.com")
+        .cloned()
+        .collect();
+    assert_eq!(listed.len(), 1, "{}", records.body);
+    assert_eq!(listed[0]["recordType"], "A");
+    assert_eq!(listed[0]["targets"], json!(["192.0.2.7"]));
+    assert_eq!(listed[0]["recordTTL"], 300);
+
+    // AdjustEndpoints answers with the endpoints it would write.
+    let adjusted = server.request(
+        "POST",
+        "/adjustendpoints",
+        &json_body,
+        &json!([endpoint("hook.example.com", "192.0.2.8")]).to_string(),
+    );
+    assert_eq!(adjusted.status, 200, "{adjusted:?}");
+    assert_eq!(adjusted.json()[0]["dnsName"], "hook.example.com");
+
+    // Update, then delete.
+    let changes = json!({
+        "updateOld": [endpoint("hook.example.com", "192.0.2.7")],
+        "updateNew": [endpoint("hook.example.com", "192.0.2.8")],
+    });
+    let updated = server.request("POST", "/records", &json_body, &changes.to_string());
+    assert_eq!(updated.status, 204, "{updated:?}\n{}", server.log());
+    assert_eq!(
+        answer(&bind, "hook.example.com", "A").data("A"),
+        ["192.0.2.8"]
+    );
+    let changes = json!({"delete": [endpoint("hook.example.com", "192.0.2.8")]});
+    let deleted = server.request("POST", "/records", &json_body, &changes.to_string());
+    assert_eq!(deleted.status, 204, "{deleted:?}\n{}", server.log());
+    assert_eq!(answer(&bind, "hook.example.com", "A").status, "NXDOMAIN");
+
+    // A body that is not a change set is refused, and BIND is unchanged.
+    let refused = server.request("POST", "/records", &json_body, "not json");
+    assert_eq!(refused.status, 400, "{refused:?}");
+}
+
+#[test]
+fn external_dns_publishes_dnsendpoint_objects_from_its_crd() {
+    let cluster = ControlPlane::start();
+    extdns::install_dnsendpoint_crd(&cluster);
+    let bind = Bind::start("example.com", "");
+    let peer_identity = extdns::install_rbac(&cluster);
+    let mut peer = ExternalDns::start(
+        &peer_identity,
+        &bind,
+        &extdns::Config::dnsendpoints("external-dns"),
+    );
+    // What gateway-dns's dnsendpoint provider will write: one object per name it publishes.
+    let object = json!({
+        "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+        "metadata": {"name": "app-example-com", "namespace": "default"},
+        "spec": {"endpoints": [
+            {"dnsName": "app.example.com", "recordType": "A", "targets": ["203.0.113.10"],
+             "recordTTL": 60},
+        ]},
+    });
+    cluster.apply(&object.to_string(), &[]).ok();
+    wait_a(
+        &bind,
+        "app.example.com",
+        &["203.0.113.10"],
+        "external-dns",
+        &|| peer.log_tail(),
+    );
+    assert_eq!(answer(&bind, "app.example.com", "A").answer[0].ttl, 60);
+    // external-dns reports what it published in the object's status.
+    let start = Instant::now();
+    loop {
+        let generation = cluster
+            .kubectl(&[
+                "get",
+                "dnsendpoint",
+                "app-example-com",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.observedGeneration}",
+            ])
+            .ok();
+        if generation.trim() == "1" {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "status.observedGeneration is {generation:?}; log:\n{}",
+            peer.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster
+        .kubectl(&["delete", "dnsendpoint", "app-example-com", "-n", "default"])
+        .ok();
+    wait_a(&bind, "app.example.com", &[], "external-dns", &|| {
+        peer.log_tail()
+    });
+    peer.assert_running();
+}
