@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod bind;
+pub mod chart_values;
 pub mod cluster;
 pub mod dig;
 pub mod install;
