@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 
-packages=(bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl)
+# prometheus: its promtool checks the alerting rules and the exported metrics (the server never starts).
+packages=(bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,8 +33,8 @@ fi
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 # The real control plane the cluster tests start (and the kubectl/kustomize the manifest tests
-# use), built from the Go modules pinned in tests/control-plane/go.mod into a cache outside the
-# clone; a warm rebuild takes seconds.
+# use, and the helm the chart tests use), built from the Go modules pinned in
+# tests/control-plane/go.mod into a cache outside the clone; a warm rebuild takes seconds.
 command -v go >/dev/null || { echo "scripts/test.sh: Go (1.26) is needed to build the test control plane" >&2; exit 1; }
 export GATEWAY_DNS_CONTROL_PLANE="${GATEWAY_DNS_CONTROL_PLANE:-${XDG_CACHE_HOME:-$HOME/.cache}/gateway-dns/control-plane}"
 unformatted=$(gofmt -l tests/control-plane)

@@ -9,6 +9,7 @@ mod certs;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
+mod helm;
 mod install;
 mod kube_serve;
 mod kube_source;
