@@ -6,6 +6,7 @@
 mod support;
 
 mod faults;
+mod helm;
 mod lease;
 mod rbac;
 mod seed_story;
