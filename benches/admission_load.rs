@@ -24,8 +24,8 @@ mod webhook_support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_dns::server::WebhookOptions;
-use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, Verdict};
+use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest, Verdict};
+use gateway_dns::webhook::state::WebhookOptions;
 use hyper::http::{Method, StatusCode};
 use serde_json::Value;
 
@@ -75,7 +75,7 @@ fn engine_workload() -> Workload {
     let routes = routes();
     let index = gateway_dns::index::Index::new();
     index.replace_all(synthetic::cluster(routes));
-    let handler = gateway_dns::admission::EngineHandler::new(
+    let handler = gateway_dns::webhook::decide::EngineHandler::new(
         index,
         Arc::new(gateway_dns::metrics::Metrics::new()),
     );
@@ -441,16 +441,16 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
     use tower::ServiceExt as _;
 
     const REQUESTS: usize = 100_000;
-    let state = gateway_dns::server::WebhookState::new(
+    let state = gateway_dns::webhook::state::WebhookState::new(
         workload.handler.clone(),
         Arc::new(gateway_dns::metrics::Metrics::new()),
-        gateway_dns::server::Readiness::new(),
+        gateway_dns::webhook::state::Readiness::new(),
         WebhookOptions {
             enable_baseline_route: true,
             ..WebhookOptions::default()
         },
     );
-    let router = gateway_dns::server::router(state);
+    let router = gateway_dns::webhook::server::router(state);
     let bodies: Vec<bytes::Bytes> = bodies.iter().cloned().map(bytes::Bytes::from).collect();
     let send = |i: usize, path: &'static str| {
         let router = router.clone();

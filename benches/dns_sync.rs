@@ -24,8 +24,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
-use gateway_dns::dns::{Endpoint, Provider, RecordType, registry};
+use gateway_dns::dns::{Endpoint, Provider, registry};
+use gateway_dns::engine::World;
 use gateway_dns::index::Index;
+use gateway_dns::model::RecordType;
 use gateway_dns::source::kube::{Config as SourceConfig, KubeSource};
 use gateway_dns::sync::desired::EngineDesired;
 use gateway_dns::sync::{Policy, SyncConfig, Syncer, plan};
@@ -159,7 +161,12 @@ async fn main() {
     };
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.debounce = Duration::from_millis(200);
-    let syncer = Arc::new(Syncer::new(provider.clone(), source, config));
+    let syncer = Arc::new(Syncer::new(
+        provider.clone(),
+        source,
+        config,
+        Default::default(),
+    ));
     let start = Instant::now();
     let pass = syncer.sync_pass().await.expect("converge pass");
     let ours_time = start.elapsed();
@@ -359,6 +366,7 @@ async fn route_to_resolvable(bind: &Bind, socket: &UdpSocket) -> (Vec<Duration>,
         provider,
         Arc::new(EngineDesired::new(index.clone())),
         config,
+        Default::default(),
     ));
     let changes = Arc::new(Notify::new());
     let feeder = {

@@ -1,4 +1,5 @@
-//! Engine benchmark on synthetic clusters: full plan, one-route re-evaluation, index memory.
+//! Engine benchmark on synthetic clusters: settling every name (`settle_all`), one-route
+//! re-evaluation, index memory.
 //!
 //! `cargo bench --bench engine` (or `-- 1000 10000` for chosen sizes). Prints figures; it asserts
 //! nothing about speed.
@@ -10,8 +11,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::evaluate_route;
-use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
+use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::Object;
 use serde_json::json;
@@ -53,7 +55,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 struct Figures {
     routes: usize,
     build: Duration,
-    plan: Duration,
+    settle: Duration,
     reeval: Duration,
     index_apply: Duration,
     bytes_per_route: f64,
@@ -75,11 +77,11 @@ fn measure(routes: usize) -> Figures {
     let full = LIVE.load(Ordering::Relaxed);
     let bytes_per_route = (full - before - (with_gateways - before)) as f64 / routes as f64;
 
-    let plan = median(
+    let settle = median(
         (0..3)
             .map(|_| {
                 let started = Instant::now();
-                black_box(full_plan(&snapshot));
+                black_box(settle_all(&snapshot));
                 started.elapsed()
             })
             .collect(),
@@ -125,7 +127,7 @@ fn measure(routes: usize) -> Figures {
     Figures {
         routes,
         build,
-        plan,
+        settle,
         reeval,
         index_apply,
         bytes_per_route,
@@ -147,7 +149,7 @@ fn main() {
     );
     println!(
         "{:>8}  {:>12}  {:>12}  {:>14}  {:>14}  {:>12}",
-        "routes", "build+eval", "full plan", "re-eval/route", "index apply", "index B/route"
+        "routes", "build+eval", "settle all", "re-eval/route", "index apply", "index B/route"
     );
     let mut results = Vec::new();
     for routes in sizes {
@@ -156,7 +158,7 @@ fn main() {
             "{:>8}  {:>10.1}ms  {:>10.1}ms  {:>12.1}µs  {:>12.1}µs  {:>12.0}",
             f.routes,
             f.build.as_secs_f64() * 1e3,
-            f.plan.as_secs_f64() * 1e3,
+            f.settle.as_secs_f64() * 1e3,
             f.reeval.as_secs_f64() * 1e6,
             f.index_apply.as_secs_f64() * 1e6,
             f.bytes_per_route
@@ -167,12 +169,12 @@ fn main() {
         && results.len() > 1
     {
         println!(
-            "ratio {}→{} routes: re-eval {:.2}x (flat = 1), full plan per route {:.2}x, memory per route {:.2}x",
+            "ratio {}→{} routes: re-eval {:.2}x (flat = 1), settle all per route {:.2}x, memory per route {:.2}x",
             first.routes,
             last.routes,
             last.reeval.as_secs_f64() / first.reeval.as_secs_f64(),
-            (last.plan.as_secs_f64() / last.routes as f64)
-                / (first.plan.as_secs_f64() / first.routes as f64),
+            (last.settle.as_secs_f64() / last.routes as f64)
+                / (first.settle.as_secs_f64() / first.routes as f64),
             last.bytes_per_route / first.bytes_per_route
         );
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/flags.md");
-    match std::fs::write(&path, gateway_dns::cli::flags_markdown()) {
+    match std::fs::write(&path, gateway_dns::cmd::flags_doc::flags_markdown()) {
         Ok(()) => {
             println!("wrote {}", path.display());
             ExitCode::SUCCESS

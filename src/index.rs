@@ -4,7 +4,7 @@
 //!
 //! Every map is a persistent (structurally shared) B-tree: a snapshot is an O(1) clone, so readers
 //! (webhook requests, a sync pass) work on a consistent view while writers go on. B-trees rather
-//! than HAMTs because their dense nodes cost a third of the memory per entry.
+//! than HAMTs because their dense nodes take less memory per entry (docs/benchmarks.md).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,19 +12,9 @@ use arc_swap::ArcSwap;
 use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
 
-use crate::engine::attach::{Origin, World, evaluate_route, origin_of};
-use crate::engine::{Config, RouteEval};
+use crate::engine::attach::origin_of;
+use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
 use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
-
-/// A route's identity, shared by every map that mentions the route.
-pub type RouteId = Arc<ObjectKey>;
-
-/// A route with its current evaluation.
-#[derive(Clone, Debug)]
-pub struct RouteEntry {
-    pub route: Arc<Route>,
-    pub eval: Arc<RouteEval>,
-}
 
 /// A Gateway with the origin its directly attached routes share.
 #[derive(Clone, Debug)]
@@ -94,6 +84,9 @@ fn parent_key(kind: ObjectKind, namespace: &str, name: &str) -> Box<str> {
 }
 
 impl World for Snapshot {
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
     fn namespace(&self, name: &str) -> Option<&Namespace> {
         self.namespaces.get(name).map(|ns| &**ns)
     }
@@ -125,6 +118,20 @@ impl World for Snapshot {
     }
     fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>> {
         with_ns_name(namespace, name, |key| self.listener_sets.get(key))
+    }
+    fn route(&self, key: &ObjectKey) -> Option<&RouteEntry> {
+        self.routes.get(key)
+    }
+    fn routes(&self) -> impl Iterator<Item = (&RouteId, &RouteEntry)> {
+        self.routes.iter()
+    }
+    fn claimants(&self, name: &str) -> &[RouteId] {
+        self.claims.get(name).map_or(&[], Claimants::as_slice)
+    }
+    fn claims(&self) -> impl Iterator<Item = (&str, &[RouteId])> {
+        self.claims
+            .iter()
+            .map(|(name, ids)| (&**name, ids.as_slice()))
     }
 }
 
@@ -164,36 +171,12 @@ impl Snapshot {
         snap
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.cfg
-    }
-
-    pub fn route(&self, key: &ObjectKey) -> Option<&RouteEntry> {
-        self.routes.get(key)
-    }
-
-    pub fn routes(&self) -> impl Iterator<Item = (&RouteId, &RouteEntry)> {
-        self.routes.iter()
-    }
-
     pub fn gateways(&self) -> impl Iterator<Item = &Arc<Gateway>> {
         self.gateways.values().map(|entry| &entry.gateway)
     }
 
     pub fn listener_sets(&self) -> impl Iterator<Item = &Arc<ListenerSet>> {
         self.listener_sets.values()
-    }
-
-    /// Routes claiming a DNS name (sorted by key).
-    pub fn claimants(&self, name: &str) -> &[RouteId] {
-        self.claims.get(name).map_or(&[], Claimants::as_slice)
-    }
-
-    /// Every DNS name some route claims (in name order), with its claimants.
-    pub fn claims(&self) -> impl Iterator<Item = (&str, &[RouteId])> {
-        self.claims
-            .iter()
-            .map(|(name, ids)| (&**name, ids.as_slice()))
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {
@@ -668,7 +651,7 @@ impl Index {
     }
 
     pub fn config(&self) -> Arc<Config> {
-        self.snapshot().config().clone()
+        self.snapshot().cfg.clone()
     }
 
     /// The current consistent view. Never blocks on writers.
@@ -701,7 +684,7 @@ impl Index {
 
     /// Replaces the whole content (the files source re-reading its directory).
     pub fn replace_all(&self, objects: Vec<Object>) {
-        self.write(|s| *s = Snapshot::from_objects(s.config().clone(), objects));
+        self.write(|s| *s = Snapshot::from_objects(s.cfg.clone(), objects));
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {

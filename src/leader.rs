@@ -257,6 +257,18 @@ impl Candidate {
     }
 }
 
+/// Stops acting as leader once `step_down_at` has passed without a renewal.
+fn step_down_if_due(step_down_at: &mut Option<Instant>, leader: &watch::Sender<bool>) {
+    if step_down_at.is_some_and(|t| Instant::now() >= t) {
+        *step_down_at = None;
+        set_leader(
+            leader,
+            false,
+            "could not renew the Lease before the renew deadline",
+        );
+    }
+}
+
 fn set_leader(sender: &watch::Sender<bool>, leader: bool, why: &str) {
     if *sender.borrow() != leader {
         if leader {
@@ -302,14 +314,7 @@ async fn run(
             Ok(Err(error)) => warn!(%error, "Lease request failed"),
             Err(_elapsed) => warn!("Lease request timed out"),
         }
-        if step_down_at.is_some_and(|t| Instant::now() >= t) {
-            step_down_at = None;
-            set_leader(
-                &leader,
-                false,
-                "could not renew the Lease before the renew deadline",
-            );
-        }
+        step_down_if_due(&mut step_down_at, &leader);
         // Candidates spread their retries; the holder renews on time.
         let period = if step_down_at.is_some() {
             config.retry_period
@@ -324,14 +329,7 @@ async fn run(
             _ = tokio::time::sleep_until(wake) => {}
             _ = stop.changed() => break,
         }
-        if step_down_at.is_some_and(|t| Instant::now() >= t) {
-            step_down_at = None;
-            set_leader(
-                &leader,
-                false,
-                "could not renew the Lease before the renew deadline",
-            );
-        }
+        step_down_if_due(&mut step_down_at, &leader);
     }
     // Stop acting first, then let the others in.
     set_leader(&leader, false, "shutting down");

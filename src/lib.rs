@@ -2,19 +2,14 @@
 //!
 //! Data flows one way: sources → index → engine → (admission | plan → provider).
 
-pub mod admission;
-pub mod certs;
-pub mod check;
 pub mod cli;
+pub mod cmd;
 pub mod dns;
 pub mod engine;
 pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod model;
-pub mod serve;
-pub mod server;
 pub mod source;
 pub mod sync;
-pub mod tls;
 pub mod webhook;

@@ -2,23 +2,21 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gateway_dns::cli::{Cli, Command, run_certs, run_check};
+use gateway_dns::cli::{Cli, Command};
+use gateway_dns::cmd;
 
 /// Every admission review decodes its object into a few dozen short-lived allocations on a
-/// worker thread; mimalloc serves those from thread-local pages, where glibc's malloc paid
-/// for each in instructions and cold metadata: the admission throughput ratio measured 0.75-0.79
-/// on glibc and 0.81-0.84 on mimalloc in alternating runs (benches/admission_load.rs, which
-/// declares the same allocator). Built without transparent huge pages (`no_thp`): with them
-/// the ratio was the same and the resident size a third larger (88 against 64 MiB for 10k
-/// routes; glibc 67 MiB).
+/// worker thread; mimalloc serves those from thread-local pages, where glibc's malloc pays for
+/// each in instructions and cold metadata. Built without transparent huge pages (`no_thp`), which
+/// only made the process larger. The measurements behind both: docs/benchmarks.md.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check(args) => ExitCode::from(run_check(&args)),
-        Command::Certs(args) => ExitCode::from(run_certs(&args)),
+        Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
+        Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
         Command::Serve(args) => {
             init_tracing();
             let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -31,7 +29,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match runtime.block_on(gateway_dns::serve::run(*args)) {
+            match runtime.block_on(cmd::serve::run(*args)) {
                 Ok(code) => ExitCode::from(code),
                 Err(err) => {
                     tracing::error!("{err:#}");

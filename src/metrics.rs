@@ -56,6 +56,7 @@ pub struct Metrics {
     admission_decisions: KnownCounters,
     evaluation_errors: LabeledCounters,
     cache_objects: LabeledGauges,
+    sync_passes: LabeledCounters,
     sync_changes: LabeledCounters,
     sync_errors: LabeledCounters,
     last_successful_sync: LabeledGauges,
@@ -74,6 +75,7 @@ impl Default for Metrics {
             admission_decisions: KnownCounters::new(vec![reasons.to_vec(), actions.to_vec()]),
             evaluation_errors: LabeledCounters::default(),
             cache_objects: LabeledGauges::default(),
+            sync_passes: LabeledCounters::default(),
             sync_changes: LabeledCounters::default(),
             sync_errors: LabeledCounters::default(),
             last_successful_sync: LabeledGauges::default(),
@@ -115,14 +117,34 @@ impl Metrics {
         self.cache_objects.set(&[kind], count as f64);
     }
 
-    /// Counts DNS record changes applied by the sync loop, by action (`create`, `update`, `delete`).
+    /// Counts one sync pass attempted (listing, planning and, unless withheld, applying).
+    pub fn record_sync_pass(&self) {
+        self.sync_passes.inc(&[], 1);
+    }
+
+    /// Sync passes attempted so far.
+    pub fn sync_passes(&self) -> u64 {
+        self.sync_passes.get(&[])
+    }
+
+    /// Counts DNS record changes applied by the sync loop, by action (`applied`).
     pub fn add_sync_changes(&self, action: &str, count: u64) {
         self.sync_changes.inc(&[action], count);
+    }
+
+    /// DNS record changes counted under `action` so far.
+    pub fn sync_changes(&self, action: &str) -> u64 {
+        self.sync_changes.get(&[action])
     }
 
     /// Counts one failed sync pass (or failed provider call), by provider name.
     pub fn record_sync_error(&self, provider: &str) {
         self.sync_errors.inc(&[provider], 1);
+    }
+
+    /// Failed sync passes counted under `provider` so far.
+    pub fn sync_errors(&self, provider: &str) -> u64 {
+        self.sync_errors.get(&[provider])
     }
 
     /// Records the wall-clock time of the last sync pass that converged.
@@ -132,6 +154,11 @@ impl Metrics {
             .map(|since_epoch| since_epoch.as_secs_f64())
             .unwrap_or(0.0);
         self.last_successful_sync.set(&[], seconds);
+    }
+
+    /// Unix seconds of the last successful sync pass (0 before the first).
+    pub fn last_successful_sync_seconds(&self) -> f64 {
+        self.last_successful_sync.get(&[])
     }
 
     /// Records how long ago `source` (e.g. `kube`, `files`) last delivered a consistent view.
@@ -197,6 +224,12 @@ impl Metrics {
             "gateway_dns_cache_objects",
             "Objects held in the in-memory cache, by kind.",
             &["kind"],
+        )?;
+        self.sync_passes.render(
+            out,
+            "gateway_dns_sync_passes_total",
+            "Sync passes attempted (list, plan, apply).",
+            &[],
         )?;
         self.sync_changes.render(
             out,

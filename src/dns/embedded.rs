@@ -22,10 +22,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
 
-use super::{
-    Changes, Endpoint, Provider, RecordType, in_zone, name_string, normalize_name, wire_name,
-    wire_records, zone_of,
-};
+use crate::model::RecordType;
+use crate::model::dns_name::canonical;
+
+use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
+use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -53,7 +54,7 @@ impl EmbeddedConfig {
     pub fn new(zones: Vec<String>) -> Self {
         EmbeddedConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
-            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
         }
     }
@@ -72,7 +73,7 @@ pub enum Error {
     #[error("embedded DNS server: {0} is in none of the served zones")]
     OutsideZones(String),
     #[error(transparent)]
-    InvalidTarget(#[from] super::InvalidTarget),
+    InvalidTarget(#[from] InvalidTarget),
     #[error("embedded DNS server: zone data lock poisoned")]
     Poisoned,
 }
@@ -138,6 +139,46 @@ pub struct EmbeddedDns {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// How often a random port (`--dns-listen` with port 0) is drawn again when its TCP side is
+/// already taken: the kernel picks the UDP port without looking at TCP.
+const RANDOM_PORT_TRIES: usize = 16;
+
+/// UDP and TCP on one address and port.
+async fn bind_pair(listen: SocketAddr) -> Result<(UdpSocket, TcpListener, SocketAddr), Error> {
+    let mut tries = 0;
+    loop {
+        let udp = UdpSocket::bind(listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: listen,
+                protocol: "UDP",
+                source,
+            })?;
+        let local_addr = udp.local_addr().map_err(|source| Error::Bind {
+            addr: listen,
+            protocol: "UDP",
+            source,
+        })?;
+        match TcpListener::bind(local_addr).await {
+            Ok(tcp) => return Ok((udp, tcp, local_addr)),
+            Err(source)
+                if listen.port() == 0
+                    && source.kind() == std::io::ErrorKind::AddrInUse
+                    && tries + 1 < RANDOM_PORT_TRIES =>
+            {
+                tries += 1;
+            }
+            Err(source) => {
+                return Err(Error::Bind {
+                    addr: local_addr,
+                    protocol: "TCP",
+                    source,
+                });
+            }
+        }
+    }
+}
+
 impl EmbeddedDns {
     /// Bind UDP and TCP on `config.listen` and start answering.
     pub async fn start(config: EmbeddedConfig) -> Result<Self, Error> {
@@ -155,26 +196,7 @@ impl EmbeddedDns {
                 .map(|apex| Zone::new(apex.clone(), initial_serial))
                 .collect(),
         }));
-        let udp = UdpSocket::bind(config.listen)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: config.listen,
-                protocol: "UDP",
-                source,
-            })?;
-        let local_addr = udp.local_addr().map_err(|source| Error::Bind {
-            addr: config.listen,
-            protocol: "UDP",
-            source,
-        })?;
-        // Same port for TCP (matters when the configured port was 0).
-        let tcp = TcpListener::bind(local_addr)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: local_addr,
-                protocol: "TCP",
-                source,
-            })?;
+        let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
         let tasks = vec![
             tokio::spawn(serve_udp(udp, store.clone(), soa_ttl)),
@@ -198,7 +220,7 @@ impl EmbeddedDns {
         store
             .zones
             .iter()
-            .find(|z| z.apex == normalize_name(zone))
+            .find(|z| z.apex == canonical(zone))
             .map(|z| z.serial)
     }
 
@@ -444,7 +466,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         }
         let matching: Vec<RecordType> = RecordType::ALL
             .into_iter()
-            .filter(|t| qtype == WireType::ANY || t.to_wire() == qtype)
+            .filter(|t| qtype == WireType::ANY || wire_type(*t) == qtype)
             .filter(|t| zone.rrsets.contains_key(&(node.clone(), *t)))
             .collect();
         for record_type in &matching {
@@ -460,7 +482,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         match cname.and_then(|set| set.targets.iter().next()) {
             Some(target) if qtype != WireType::CNAME => {
                 add_rrset(&mut response, zone, &node, RecordType::CNAME, &owner);
-                let target = normalize_name(target);
+                let target = canonical(target).into_owned();
                 if !in_zone(&target, &zone.apex) {
                     return response; // the resolver follows it elsewhere
                 }

@@ -16,7 +16,11 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use tokio::time::timeout;
 
-use super::{Changes, Endpoint, HalvingBatches, Provider, RecordType, normalize_name, zone_of};
+use super::batches::HalvingBatches;
+use super::secret::SecretSource;
+use super::{Changes, Endpoint, Provider, zone_of};
+use crate::model::RecordType;
+use crate::model::dns_name::canonical;
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
@@ -56,7 +60,7 @@ impl PdnsConfig {
             api_url: api_url.into(),
             server_id: "localhost".into(),
             api_key: api_key.into(),
-            zones: zones.iter().map(|z| normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             timeout: Duration::from_secs(30),
             batch_size: 500,
         }
@@ -65,7 +69,7 @@ impl PdnsConfig {
     /// Configuration whose API key is read from a file or an environment variable.
     pub fn load(
         api_url: impl Into<String>,
-        api_key: &super::SecretSource,
+        api_key: &SecretSource,
         zones: Vec<String>,
     ) -> Result<Self, super::Error> {
         Ok(Self::new(api_url, api_key.load()?, zones))
@@ -259,7 +263,7 @@ impl PdnsProvider {
                 continue;
             }
             endpoints.push(Endpoint {
-                dns_name: normalize_name(&rrset.name),
+                dns_name: canonical(&rrset.name).into_owned(),
                 record_type,
                 targets,
                 ttl: Some(rrset.ttl),
@@ -361,7 +365,7 @@ impl Provider for PdnsProvider {
 fn format_content(record_type: RecordType, target: &str) -> String {
     match record_type {
         RecordType::A | RecordType::AAAA => target.to_string(),
-        RecordType::CNAME => format!("{}.", normalize_name(target)),
+        RecordType::CNAME => format!("{}.", canonical(target)),
         RecordType::TXT => quote_txt(target),
     }
 }
@@ -373,7 +377,7 @@ fn parse_content(record_type: RecordType, content: &str) -> String {
             .parse::<std::net::IpAddr>()
             .map(|ip| ip.to_string())
             .unwrap_or_else(|_| content.to_string()),
-        RecordType::CNAME => normalize_name(content),
+        RecordType::CNAME => canonical(content).into_owned(),
         RecordType::TXT => unquote_txt(content),
     }
 }

@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Endpoint, RecordType};
+use super::Endpoint;
+use crate::model::RecordType;
 
 pub const HERITAGE: &str = "external-dns";
 const LABEL_PREFIX: &str = "external-dns/";

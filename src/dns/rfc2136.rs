@@ -32,10 +32,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use super::{
-    Changes, Endpoint, HalvingBatches, Provider, RecordType, group_records, wire_name,
-    wire_records, zone_of,
-};
+use crate::model::RecordType;
+use crate::model::dns_name::canonical;
+
+use super::batches::HalvingBatches;
+use super::secret::SecretSource;
+use super::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
+use super::{Changes, Endpoint, Provider, zone_of};
 
 /// Environment variable read for the TSIG secret when no secret file is given.
 pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
@@ -113,7 +116,7 @@ impl TsigKey {
     pub fn load(
         name: &str,
         algorithm: TsigAlgorithmName,
-        secret: &super::SecretSource,
+        secret: &SecretSource,
     ) -> Result<Self, super::Error> {
         Ok(Self::from_base64(name, algorithm, &secret.load()?)?)
     }
@@ -154,7 +157,7 @@ impl Rfc2136Config {
     pub fn new(server: SocketAddr, zones: Vec<String>, tsig: Option<TsigKey>) -> Self {
         Rfc2136Config {
             server,
-            zones: zones.iter().map(|z| super::normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             tsig,
             timeout: Duration::from_secs(10),
             batch_size: 200,
@@ -258,7 +261,7 @@ pub enum Error {
     #[error("{0} is in none of the managed zones")]
     OutsideZones(String),
     #[error(transparent)]
-    InvalidTarget(#[from] super::InvalidTarget),
+    InvalidTarget(#[from] InvalidTarget),
 }
 
 /// One RRset operation in an UPDATE message.
@@ -534,7 +537,7 @@ impl Rfc2136Provider {
         message.add_zone(zone_query);
         let delete_rrset = |endpoint: &Endpoint| -> Result<Record, Error> {
             let name = wire_name(&endpoint.dns_name).map_err(|e| Error::Encode(e.to_string()))?;
-            let mut record = Record::update0(name, 0, endpoint.record_type.to_wire());
+            let mut record = Record::update0(name, 0, wire_type(endpoint.record_type));
             record.dns_class = DNSClass::ANY;
             Ok(record)
         };
@@ -729,7 +732,7 @@ fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dns::RecordType;
+    use crate::model::RecordType;
 
     #[test]
     fn algorithm_names_parse() {

@@ -1,142 +1,17 @@
-//! Attachment (route → listeners) and the DNS names a route contributes (DESIGN.md §1).
+//! Attachment (route → listeners) and the DNS names a route contributes (ARCHITECTURE.md,
+//! "Attachment" and "Names").
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::hostname::{self, intersect};
-use super::{AttachmentMode, Config, Reason, annotation, concat, decimal, selector};
+use super::hostname::{intersect, is_wildcard};
+use super::world::{Claim, Finding, NameSource, Origin, RouteEval, World};
+use super::{AttachmentMode, Config, Reason, annotation, concat, selector};
+use crate::model::dns_name::parse_hostname;
 use crate::model::{
-    Acceptance, Address, Gateway, Listener, ListenerSet, Namespace, NamespacesFrom, ObjectKind,
-    ParentRef, Route, StringMap,
+    Acceptance, Address, Gateway, Listener, ListenerSet, NamespacesFrom, ObjectKind, ParentRef,
+    Route, StringMap,
 };
-
-/// Read-only lookups the engine needs; the index's snapshot implements it.
-pub trait World {
-    fn namespace(&self, name: &str) -> Option<&Namespace>;
-    fn gateway(&self, namespace: &str, name: &str) -> Option<&Arc<Gateway>>;
-    fn listener_set(&self, namespace: &str, name: &str) -> Option<&Arc<ListenerSet>>;
-    /// The Gateway and, when one is kept, the origin its directly attached routes share (built
-    /// from this very Gateway object), found in one lookup.
-    fn gateway_with_origin(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Option<(&Arc<Gateway>, Option<&Arc<Origin>>)> {
-        self.gateway(namespace, name).map(|gateway| (gateway, None))
-    }
-    /// The same for routes attached through `listener_set` (a child of `gateway`).
-    fn listener_set_origin(
-        &self,
-        _gateway: &Arc<Gateway>,
-        _listener_set: &Arc<ListenerSet>,
-    ) -> Option<Arc<Origin>> {
-        None
-    }
-}
-
-/// Where a name's addresses come from: a Gateway, possibly through one of its ListenerSets.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Origin {
-    /// `namespace/name` of the Gateway.
-    pub gateway: Box<str>,
-    /// `namespace/name` of the ListenerSet the route attached through, if any.
-    pub listener_set: Option<Box<str>>,
-    /// Sorted, without duplicates. Empty when the Gateway has no address yet.
-    pub targets: Arc<[Address]>,
-}
-
-impl Origin {
-    /// The targets, comma-separated, written into one String (it is in every conflict message).
-    pub fn targets_text(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        for (i, target) in self.targets.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            match target {
-                Address::Hostname(name) => out.push_str(name),
-                // Writing into a String cannot fail.
-                Address::Ip(ip) => {
-                    let _ = write!(out, "{ip}");
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Which field of the route produced a name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NameSource {
-    SpecHostname(u16),
-    Annotation,
-    /// Inherited from the listener of `spec.parentRefs[i]`.
-    Inherited(u16),
-}
-
-impl NameSource {
-    pub fn field(self) -> String {
-        let (prefix, index) = match self {
-            NameSource::SpecHostname(i) => ("spec.hostnames[", i),
-            NameSource::Annotation => {
-                return "metadata.annotations[external-dns.kubernetes.io/hostname]".to_owned();
-            }
-            NameSource::Inherited(i) => ("spec.parentRefs[", i),
-        };
-        concat(&[prefix, decimal(usize::from(index), &mut [0; 20]), "]"])
-    }
-}
-
-/// One DNS name a route would publish through one origin.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Claim {
-    /// Shared with the index's name → claimants map.
-    pub name: Arc<str>,
-    pub origin: Arc<Origin>,
-    pub source: NameSource,
-}
-
-/// A finding before its action is resolved.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Finding {
-    pub reason: Reason,
-    pub hostname: Option<Box<str>>,
-    pub field: Box<str>,
-    pub message: Box<str>,
-}
-
-/// What one route contributes, computed from it and the Gateways/ListenerSets/Namespaces it names.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RouteEval {
-    /// Sorted by name; one entry per (name, distinct origin).
-    pub claims: Box<[Claim]>,
-    /// Findings intrinsic to the route (conflicts are found across routes, elsewhere).
-    pub findings: Box<[Finding]>,
-    pub ttl: Option<u32>,
-    /// False when the route is outside this installation's scope: it contributes nothing.
-    pub in_scope: bool,
-}
-
-impl RouteEval {
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        let mut last: Option<&str> = None;
-        self.claims.iter().filter_map(move |c| {
-            let name = &*c.name;
-            (last.replace(name) != Some(name)).then_some(name)
-        })
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.claims.len() * std::mem::size_of::<Claim>()
-            + self.claims.iter().map(|c| c.name.len()).sum::<usize>()
-            + self
-                .findings
-                .iter()
-                .map(|f| std::mem::size_of::<Finding>() + f.message.len() + f.field.len())
-                .sum::<usize>()
-    }
-}
 
 /// Does the route pass the route filters of this installation?
 pub fn route_in_scope(cfg: &Config, route: &Route) -> bool {
@@ -201,8 +76,8 @@ pub fn protocol_compatible(route_protocol: &str, listener_protocol: &str) -> boo
 }
 
 /// Why a listener refuses a route, or None when it accepts it.
-fn listener_refusal(
-    world: &dyn World,
+fn listener_refusal<W: World>(
+    world: &W,
     listener: &Listener,
     owner_namespace: &str,
     route: &Route,
@@ -258,7 +133,7 @@ fn display_name(name: &str) -> &str {
 }
 
 /// Does a Gateway's `allowedListeners` admit a ListenerSet from `namespace`?
-fn admits_listener_set(world: &dyn World, gateway: &Gateway, namespace: &str) -> bool {
+fn admits_listener_set<W: World>(world: &W, gateway: &Gateway, namespace: &str) -> bool {
     match &gateway.allowed_listeners {
         NamespacesFrom::None => false,
         NamespacesFrom::All => true,
@@ -350,7 +225,7 @@ fn requested_hostnames<'r>(
     }
     let mut hosts = Vec::with_capacity(raw.len());
     for (host, source) in &raw {
-        match hostname::normalize_borrowed(host) {
+        match parse_hostname(host) {
             Ok(name) => hosts.push((name, *source)),
             Err(err) => findings.push(Finding {
                 reason: Reason::InvalidHostname,
@@ -376,8 +251,8 @@ fn finding(reason: Reason, hostname: Option<&str>, field: String, message: Strin
 }
 
 /// Resolves one parentRef: the listeners that accept the route, or a finding explaining why none.
-fn attach_parent<'w>(
-    world: &'w dyn World,
+fn attach_parent<'w, W: World>(
+    world: &'w W,
     cfg: &Config,
     route: &Route,
     index: usize,
@@ -554,7 +429,7 @@ fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef
 }
 
 /// Computes what a route contributes: its claims (name → origin) and intrinsic findings.
-pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEval {
+pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> RouteEval {
     if !route_in_scope(cfg, route) {
         return RouteEval::default();
     }
@@ -640,10 +515,10 @@ pub fn evaluate_route(world: &dyn World, cfg: &Config, route: &Route) -> RouteEv
                 let Some(host) = listener.hostname.as_deref() else {
                     continue;
                 };
-                let Ok(name) = hostname::normalize_borrowed(host) else {
+                let Ok(name) = parse_hostname(host) else {
                     continue;
                 };
-                if hostname::is_wildcard(&name) && !cfg.allow_inherited_wildcards {
+                if is_wildcard(&name) && !cfg.allow_inherited_wildcards {
                     findings.push(finding(
                         Reason::InheritedWildcardHostname,
                         Some(&name),
@@ -702,7 +577,7 @@ pub struct ListenerAttachment {
 /// Which listeners a route attaches to and the hostnames it gets on each (for conformance
 /// reporting and explanations). Listeners where the route's hostnames intersect nothing are
 /// left out, as the Gateway API does.
-pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<ListenerAttachment> {
+pub fn attachments<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<ListenerAttachment> {
     let mut scratch = Vec::new();
     let requested = requested_hostnames(cfg, route, &mut scratch);
     let mut out = Vec::new();
@@ -720,11 +595,7 @@ pub fn attachments(world: &dyn World, cfg: &Config, route: &Route) -> Vec<Listen
                     .map(str::to_owned)
                     .collect()
             } else {
-                listener
-                    .hostname
-                    .iter()
-                    .map(|h| h.to_ascii_lowercase())
-                    .collect()
+                listener.hostname.iter().map(|h| h.to_string()).collect()
             };
             if requested.any_written && hostnames.is_empty() {
                 continue;
@@ -779,30 +650,6 @@ fn listener_hostnames(attached: &[Attached]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn targets_read_as_their_display_forms_joined() {
-        let targets: Vec<Address> = ["203.0.113.1", "2001:db8::1", "lb.example.net"]
-            .into_iter()
-            .filter_map(Address::parse)
-            .collect();
-        let origin = Origin {
-            gateway: "infra/gw".into(),
-            listener_set: None,
-            targets: targets.clone().into(),
-        };
-        let joined: Vec<String> = targets.iter().map(ToString::to_string).collect();
-        assert_eq!(origin.targets_text(), joined.join(", "));
-        assert_eq!(
-            origin.targets_text(),
-            "203.0.113.1, 2001:db8::1, lb.example.net"
-        );
-        let no_address = Origin {
-            targets: Vec::new().into(),
-            ..origin
-        };
-        assert_eq!(no_address.targets_text(), "");
-    }
 
     #[test]
     fn ttl_forms() {

@@ -1,10 +1,12 @@
 //! The rule engine: pure, synchronous, no IO. Hostnames, attachment, names, records, conflicts and
-//! violations (DESIGN.md §1–§2). The webhook, the sync loop and `check` all call it.
+//! violations (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
+//! over a [`World`] they provide.
 
 pub mod attach;
 pub mod hostname;
-pub mod plan;
 pub mod selector;
+pub mod settle;
+mod world;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,8 +15,9 @@ use std::sync::Arc;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
-pub use attach::{Claim, Finding, Origin, RouteEval, evaluate_route};
-pub use plan::{Plan, Record, RecordType};
+pub use attach::evaluate_route;
+pub use settle::{Outcome, Record};
+pub use world::{Claim, Finding, NameSource, Origin, RouteEntry, RouteEval, RouteId, World};
 
 /// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
 pub const ANNOTATION_PREFIXES: [&str; 2] = [
@@ -78,7 +81,7 @@ pub enum ConfigError {
     Selector(#[from] selector::SelectorError),
 }
 
-/// Stable violation reasons (DESIGN.md §2).
+/// Stable violation reasons (ARCHITECTURE.md, "Violations").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     HostnameConflict,

@@ -111,7 +111,7 @@ fn check_key(key: &str) -> Result<(), String> {
         None => (None, key),
     };
     if let Some(prefix) = prefix
-        && !crate::engine::hostname::is_dns1123_domain(prefix)
+        && !crate::model::dns_name::is_dns1123_domain(prefix)
     {
         return Err(format!("{key:?}: prefix must be a DNS subdomain"));
     }

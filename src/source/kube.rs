@@ -585,9 +585,10 @@ async fn run_watcher(shared: Arc<Shared>, kind: ObjectKind, version: &'static st
                 let first = with_current(&shared, kind, epoch, |index, status| {
                     index.reset(kind, objects);
                     status.lists += 1;
-                    let first = !status.synced;
                     status.synced = true;
-                    first
+                    // Counted over the kind's life, so a watcher restarted by a recheck or a
+                    // version change reports its list as the relist it is.
+                    status.lists == 1
                 });
                 match first {
                     Some(true) => info!(%kind, version, objects = count, "synced"),

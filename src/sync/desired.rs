@@ -1,10 +1,12 @@
 //! The engine as the sync loop's source of desired records.
 
-use crate::dns::{Endpoint, RecordType};
-use crate::engine::plan::{Plan, RecordType as EngineRecordType, full_plan};
+use crate::dns::Endpoint;
+use crate::engine::Outcome;
+use crate::engine::settle::settle_all;
 use crate::index::Index;
+use crate::model::RecordType;
 
-/// Desired records: the engine's full plan over the index's current snapshot, conflicts settled
+/// Desired records: the engine's settled records over the index's current snapshot, conflicts settled
 /// per `--conflict-resolution`.
 pub struct EngineDesired {
     index: Index,
@@ -18,29 +20,23 @@ impl EngineDesired {
 
 impl super::DesiredSource for EngineDesired {
     fn desired(&self) -> Vec<Endpoint> {
-        endpoints(&full_plan(&self.index.snapshot()))
+        endpoints(&settle_all(&*self.index.snapshot()))
     }
 }
 
-/// The plan's records as provider endpoints, each owned by its first route (sorted), in
+/// The settled records as provider endpoints, each owned by its first route (sorted), in
 /// external-dns's `kind/namespace/name` resource form.
-pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
-    plan.records
+pub fn endpoints(outcome: &Outcome) -> Vec<Endpoint> {
+    outcome
+        .records
         .iter()
         .map(|record| {
-            let record_type = match record.record_type {
-                EngineRecordType::A => RecordType::A,
-                EngineRecordType::AAAA => RecordType::AAAA,
-                EngineRecordType::CNAME => RecordType::CNAME,
-            };
             let targets: Vec<&str> = match record.record_type {
                 // A CNAME has exactly one target: the first (sorted) keeps it deterministic.
-                EngineRecordType::CNAME => {
-                    record.targets.iter().take(1).map(String::as_str).collect()
-                }
+                RecordType::CNAME => record.targets.iter().take(1).map(String::as_str).collect(),
                 _ => record.targets.iter().map(String::as_str).collect(),
             };
-            let mut endpoint = Endpoint::new(&record.dns_name, record_type, targets);
+            let mut endpoint = Endpoint::new(&record.dns_name, record.record_type, targets);
             endpoint.ttl = record.ttl;
             endpoint.resource = record.routes.first().map(|r| r.to_ascii_lowercase());
             endpoint
@@ -50,8 +46,8 @@ pub fn endpoints(plan: &Plan) -> Vec<Endpoint> {
 
 /// The smallest set of parent domains (name minus its first label) covering every record:
 /// the zones the embedded server serves when none are given.
-pub fn inferred_zones(plan: &Plan) -> Vec<String> {
-    let mut parents: Vec<String> = plan
+pub fn inferred_zones(outcome: &Outcome) -> Vec<String> {
+    let mut parents: Vec<String> = outcome
         .records
         .iter()
         .filter_map(|r| {

@@ -6,12 +6,11 @@
 //! and log the plan but never write.
 
 pub mod desired;
-pub mod plan;
+pub(crate) mod plan;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use tokio::sync::{Notify, watch};
@@ -20,6 +19,8 @@ use tracing::{debug, info, warn};
 
 use crate::dns::registry::TxtRegistry;
 use crate::dns::{self, Endpoint, Provider};
+use crate::metrics::Metrics;
+use crate::model::dns_name::canonical;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 
 /// Where the desired records come from (the engine, a file, a test closure).
@@ -62,7 +63,7 @@ impl SyncConfig {
             owner_id: owner_id.into(),
             txt_wildcard_replacement: None,
             policy: Policy::Sync,
-            zones: zones.iter().map(|z| dns::normalize_name(z)).collect(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             interval: Duration::from_secs(60),
             debounce: Duration::from_millis(200),
             dry_run: false,
@@ -70,23 +71,6 @@ impl SyncConfig {
             backoff_max: Duration::from_secs(60),
         }
     }
-}
-
-/// Counters the caller can export (Prometheus or logs).
-#[derive(Debug, Default)]
-pub struct SyncMetrics {
-    /// Passes attempted.
-    pub passes: AtomicU64,
-    /// RRset changes written (records and ownership records).
-    pub changes_applied: AtomicU64,
-    /// Passes that failed (listing or applying).
-    pub errors: AtomicU64,
-    /// Desired records blocked at the last successful pass.
-    pub blocked: AtomicU64,
-    /// Unix time in milliseconds of the last successful pass (0: never).
-    pub last_success_unix_ms: AtomicU64,
-    /// Whether the last pass left nothing to change and nothing blocked.
-    pub converged: AtomicBool,
 }
 
 /// What one pass did.
@@ -125,7 +109,9 @@ pub struct Syncer {
     provider: Arc<dyn Provider>,
     source: Arc<dyn DesiredSource>,
     config: SyncConfig,
-    metrics: Arc<SyncMetrics>,
+    /// The process's metrics, shared with the webhook and the sources: each pass records into
+    /// them as it goes.
+    metrics: Arc<Metrics>,
     write_gate: Option<watch::Receiver<bool>>,
     /// Blocked records already reported, so each is logged once, not every pass.
     reported_blocked: std::sync::Mutex<Vec<Blocked>>,
@@ -136,12 +122,13 @@ impl Syncer {
         provider: Arc<dyn Provider>,
         source: Arc<dyn DesiredSource>,
         config: SyncConfig,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Syncer {
             provider,
             source,
             config,
-            metrics: Arc::new(SyncMetrics::default()),
+            metrics,
             write_gate: None,
             reported_blocked: std::sync::Mutex::new(Vec::new()),
         }
@@ -151,10 +138,6 @@ impl Syncer {
     pub fn with_write_gate(mut self, gate: watch::Receiver<bool>) -> Self {
         self.write_gate = Some(gate);
         self
-    }
-
-    pub fn metrics(&self) -> Arc<SyncMetrics> {
-        self.metrics.clone()
     }
 
     pub fn config(&self) -> &SyncConfig {
@@ -181,27 +164,11 @@ impl Syncer {
 
     /// One pass: list, plan, apply (unless dry-run or the write gate is closed).
     pub async fn sync_pass(&self) -> Result<PassReport, Error> {
-        self.metrics.passes.fetch_add(1, Ordering::Relaxed);
+        self.metrics.record_sync_pass();
         let result = self.pass_inner().await;
         match &result {
-            Ok(report) => {
-                let now_ms = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or_default();
-                self.metrics
-                    .last_success_unix_ms
-                    .store(now_ms, Ordering::Relaxed);
-                self.metrics
-                    .blocked
-                    .store(report.plan.blocked.len() as u64, Ordering::Relaxed);
-                let converged = report.withheld.is_none() && report.plan.blocked.is_empty();
-                self.metrics.converged.store(converged, Ordering::Relaxed);
-            }
-            Err(_) => {
-                self.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                self.metrics.converged.store(false, Ordering::Relaxed);
-            }
+            Ok(_) => self.metrics.set_last_successful_sync(SystemTime::now()),
+            Err(_) => self.metrics.record_sync_error("provider"),
         }
         result
     }
@@ -241,9 +208,7 @@ impl Syncer {
             .apply(&plan.changes)
             .await
             .map_err(|source| Error::Apply { planned, source })?;
-        self.metrics
-            .changes_applied
-            .fetch_add(planned as u64, Ordering::Relaxed);
+        self.metrics.add_sync_changes("applied", planned as u64);
         info!(changes = planned, "DNS changes applied");
         Ok(PassReport {
             plan,
@@ -268,7 +233,6 @@ impl Syncer {
         let pass = self.sync_pass().await?;
         let remaining = self.compute().await?;
         let converged = remaining.is_empty() && remaining.blocked.is_empty();
-        self.metrics.converged.store(converged, Ordering::Relaxed);
         Ok(OnceReport {
             pass,
             remaining,

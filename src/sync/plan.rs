@@ -10,7 +10,9 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, RecordType, normalize_name, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::model::RecordType;
+use crate::model::dns_name::canonical;
 
 /// What the sync may do to records it owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -147,6 +149,7 @@ impl Plan {
     }
 }
 
+/// Ownership TXT values to add and remove at one TXT name.
 #[derive(Default)]
 struct TxtEdit {
     add: BTreeSet<String>,
@@ -173,260 +176,392 @@ pub fn plan_with(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
-    let owner_id = registry.owner_id.as_str();
-    let zones: Vec<String> = zones.iter().map(|z| normalize_name(z)).collect();
-    let index = OwnershipIndex::from_records(current, registry);
-    let mut result = Plan::default();
+    let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
+    let ownership = OwnershipIndex::from_records(current, registry);
+    let mut planner = Planner {
+        current: Current::read(current, &zones, &ownership),
+        registry,
+        policy,
+        zones,
+        ownership,
+        txt_edits: BTreeMap::new(),
+        plan: Plan::default(),
+    };
+    let wanted = planner.wanted(desired);
+    let unwanted = planner.unwanted(&wanted);
+    let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
+    let deletes = planner.delete_unwanted(&unwanted);
+    if policy.allows_delete() {
+        planner.release_orphaned_ownership(&wanted, &unwanted);
+    }
+    planner.finish(creates, updates, deletes)
+}
 
-    // (name, type) → (record, is it registry bookkeeping rather than data)
-    let mut current_by_key: HashMap<(&str, RecordType), (&Endpoint, bool)> =
-        HashMap::with_capacity(current.len());
-    let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
-    for record in current {
-        if zone_of(&record.dns_name, &zones).is_none() {
-            continue;
+/// The records the zones hold now, as the plan reads them.
+struct Current<'a> {
+    /// (name, type) → (record, is it registry bookkeeping rather than data)
+    by_key: HashMap<(&'a str, RecordType), (&'a Endpoint, bool)>,
+    /// The types of the data records at each name (ownership records left out).
+    data_types_at: BTreeMap<&'a str, BTreeSet<RecordType>>,
+}
+
+impl<'a> Current<'a> {
+    /// The records inside `zones`.
+    fn read(current: &'a [Endpoint], zones: &[String], ownership: &OwnershipIndex) -> Self {
+        let mut by_key = HashMap::with_capacity(current.len());
+        let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
+        for record in current {
+            if zone_of(&record.dns_name, zones).is_none() {
+                continue;
+            }
+            let registry_only = ownership.is_registry_record(record);
+            by_key.insert(
+                (record.dns_name.as_str(), record.record_type),
+                (record, registry_only),
+            );
+            if !registry_only {
+                data_types_at
+                    .entry(record.dns_name.as_str())
+                    .or_default()
+                    .insert(record.record_type);
+            }
         }
-        let registry_only = index.is_registry_record(record);
-        current_by_key.insert(
-            (record.dns_name.as_str(), record.record_type),
-            (record, registry_only),
-        );
-        if !registry_only {
-            data_types_at
-                .entry(&record.dns_name)
-                .or_default()
-                .insert(record.record_type);
+        Current {
+            by_key,
+            data_types_at,
         }
     }
-    let data_record = |name: &str, record_type: RecordType| {
-        current_by_key
+
+    /// The record of that name and type, ownership records included.
+    fn record(&self, name: &str, record_type: RecordType) -> Option<&'a Endpoint> {
+        self.by_key
+            .get(&(name, record_type))
+            .map(|(record, _)| *record)
+    }
+
+    /// The data record of that name and type (not ownership bookkeeping).
+    fn data_record(&self, name: &str, record_type: RecordType) -> Option<&'a Endpoint> {
+        self.by_key
             .get(&(name, record_type))
             .filter(|(_, registry_only)| !registry_only)
             .map(|(record, _)| *record)
-    };
-    let owned_by_us = |name: &str, record_type: RecordType| {
-        index
-            .owner_of(name, record_type)
-            .is_some_and(|owner| owner.owner == owner_id)
-    };
+    }
+}
 
-    let mut wanted: BTreeMap<(String, RecordType), Endpoint> = BTreeMap::new();
-    for endpoint in desired {
-        let endpoint = normalized(endpoint);
-        let key = (endpoint.dns_name.clone(), endpoint.record_type);
-        let reason = if zone_of(&endpoint.dns_name, &zones).is_none() {
-            Some(BlockReason::OutsideZones)
-        } else if wanted.contains_key(&key) {
-            Some(BlockReason::DuplicateDesired)
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => result.blocked.push(blocked(&endpoint, reason)),
-            None => {
-                wanted.insert(key, endpoint);
-            }
-        }
+/// What becomes of one wanted record that nothing blocks.
+enum Placement {
+    Create,
+    Update,
+    Unchanged,
+    /// It differs, and the policy forbids updates.
+    HeldByPolicy,
+}
+
+/// What a plan is made from, and the plan as it grows, step by step.
+struct Planner<'a> {
+    current: Current<'a>,
+    registry: &'a TxtRegistry,
+    policy: Policy,
+    zones: Vec<String>,
+    ownership: OwnershipIndex,
+    /// Ownership changes by TXT name, turned into RRset changes at the end.
+    txt_edits: BTreeMap<String, TxtEdit>,
+    plan: Plan,
+}
+
+impl Planner<'_> {
+    fn owner_id(&self) -> &str {
+        &self.registry.owner_id
     }
 
-    // Our records that are no longer wanted (only deleted under the sync policy).
-    let unwanted: BTreeSet<(String, RecordType)> = data_types_at
-        .iter()
-        .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), *t)))
-        .filter(|(name, t)| owned_by_us(name, *t) && !wanted.contains_key(&(name.clone(), *t)))
-        .collect();
-    let deleting = |name: &str, record_type: RecordType| {
-        policy.allows_delete() && unwanted.contains(&(name.to_string(), record_type))
-    };
+    fn owned_by_us(&self, name: &str, record_type: RecordType) -> bool {
+        self.ownership
+            .owner_of(name, record_type)
+            .is_some_and(|owner| owner.owner == self.owner_id())
+    }
 
-    let mut txt_edits: BTreeMap<String, TxtEdit> = BTreeMap::new();
-    let mut claim = |txt_name: String, resource: Option<&str>| {
-        let value = registry.value(resource);
-        let edit = txt_edits.entry(txt_name.clone()).or_default();
-        for (raw, labels) in index.registry_values(&txt_name) {
+    /// The desired records in canonical form, one per (name, type); the others are blocked.
+    fn wanted(&mut self, desired: &[Endpoint]) -> BTreeMap<(String, RecordType), Endpoint> {
+        let mut wanted = BTreeMap::new();
+        for endpoint in desired {
+            let endpoint = normalized(endpoint);
+            let key = (endpoint.dns_name.clone(), endpoint.record_type);
+            let reason = if zone_of(&endpoint.dns_name, &self.zones).is_none() {
+                Some(BlockReason::OutsideZones)
+            } else if wanted.contains_key(&key) {
+                Some(BlockReason::DuplicateDesired)
+            } else {
+                None
+            };
+            match reason {
+                Some(reason) => self.plan.blocked.push(blocked(&endpoint, reason)),
+                None => {
+                    wanted.insert(key, endpoint);
+                }
+            }
+        }
+        wanted
+    }
+
+    /// Our data records that are no longer wanted (only deleted under the sync policy).
+    fn unwanted(
+        &self,
+        wanted: &BTreeMap<(String, RecordType), Endpoint>,
+    ) -> BTreeSet<(String, RecordType)> {
+        self.current
+            .data_types_at
+            .iter()
+            .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), *t)))
+            .filter(|(name, t)| {
+                self.owned_by_us(name, *t) && !wanted.contains_key(&(name.clone(), *t))
+            })
+            .collect()
+    }
+
+    fn deleting(
+        &self,
+        unwanted: &BTreeSet<(String, RecordType)>,
+        name: &str,
+        record_type: RecordType,
+    ) -> bool {
+        self.policy.allows_delete() && unwanted.contains(&(name.to_string(), record_type))
+    }
+
+    /// Creates and updates for the wanted records, each claimed in the ownership registry.
+    fn place_wanted(
+        &mut self,
+        wanted: &BTreeMap<(String, RecordType), Endpoint>,
+        unwanted: &BTreeSet<(String, RecordType)>,
+    ) -> (Vec<Endpoint>, Vec<Endpoint>) {
+        let (mut creates, mut updates) = (Vec::new(), Vec::new());
+        for ((name, record_type), endpoint) in wanted {
+            let txt_name = self.registry.txt_name(name, *record_type);
+            match self.placement(name, *record_type, endpoint, &txt_name, unwanted) {
+                Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
+                Ok(placement) => {
+                    match placement {
+                        Placement::Create => creates.push(endpoint.clone()),
+                        Placement::Update => updates.push(endpoint.clone()),
+                        Placement::HeldByPolicy => self.plan.held_by_policy += 1,
+                        Placement::Unchanged => {}
+                    }
+                    self.claim(txt_name, endpoint.resource.as_deref());
+                }
+            }
+        }
+        (creates, updates)
+    }
+
+    /// Whether and how one wanted record can be written, or why not.
+    fn placement(
+        &self,
+        name: &str,
+        record_type: RecordType,
+        endpoint: &Endpoint,
+        txt_name: &str,
+        unwanted: &BTreeSet<(String, RecordType)>,
+    ) -> Result<Placement, BlockReason> {
+        let txt_name_owned = || txt_name.to_string();
+        if zone_of(txt_name, &self.zones) != zone_of(name, &self.zones) {
+            return Err(BlockReason::OwnershipOutsideZone {
+                txt_name: txt_name_owned(),
+            });
+        }
+        if !fits_dns_limits(txt_name) {
+            return Err(BlockReason::OwnershipNameTooLong {
+                txt_name: txt_name_owned(),
+            });
+        }
+        let owner = self.ownership.owner_of(name, record_type);
+        if let Some(existing) = self.current.data_record(name, record_type) {
+            return match owner {
+                Some(owner) if owner.owner == self.owner_id() => {
+                    Ok(if !differs(existing, endpoint) {
+                        Placement::Unchanged
+                    } else if self.policy.allows_update() {
+                        Placement::Update
+                    } else {
+                        Placement::HeldByPolicy
+                    })
+                }
+                Some(owner) => Err(BlockReason::OwnedByOther {
+                    owner: owner.owner.clone(),
+                }),
+                None => Err(BlockReason::ForeignRecord),
+            };
+        }
+        if let Some(owner) = owner.filter(|owner| owner.owner != self.owner_id()) {
+            return Err(BlockReason::OwnedByOther {
+                owner: owner.owner.clone(),
+            });
+        }
+        let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
+            types.iter().copied().find(|other| {
+                *other != record_type
+                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
+                    && !self.deleting(unwanted, name, *other)
+            })
+        });
+        if let Some(existing) = cname_clash {
+            return Err(BlockReason::CnameConflict { existing });
+        }
+        if self
+            .current
+            .data_record(txt_name, RecordType::TXT)
+            .is_some()
+        {
+            return Err(BlockReason::RegistryNameTaken {
+                txt_name: txt_name_owned(),
+            });
+        }
+        Ok(Placement::Create)
+    }
+
+    /// Our ownership value at `txt_name` for `resource`, replacing other values of ours there.
+    fn claim(&mut self, txt_name: String, resource: Option<&str>) {
+        let value = self.registry.value(resource);
+        let owner_id = self.registry.owner_id.as_str();
+        let present = self.ownership.registry_values(&txt_name);
+        let edit = self.txt_edits.entry(txt_name).or_default();
+        for (raw, labels) in present {
             if labels.owner == owner_id && *raw != value {
                 edit.remove.insert(raw.clone());
             }
         }
         edit.add.insert(value);
-    };
-    let mut creates = Vec::new();
-    let mut updates = Vec::new();
-
-    for ((name, record_type), endpoint) in &wanted {
-        let (name, record_type) = (name.as_str(), *record_type);
-        let txt_name = registry.txt_name(name, record_type);
-        if zone_of(&txt_name, &zones) != zone_of(name, &zones) {
-            result.blocked.push(blocked(
-                endpoint,
-                BlockReason::OwnershipOutsideZone { txt_name },
-            ));
-            continue;
-        }
-        if !fits_dns_limits(&txt_name) {
-            result.blocked.push(blocked(
-                endpoint,
-                BlockReason::OwnershipNameTooLong { txt_name },
-            ));
-            continue;
-        }
-        let owner = index.owner_of(name, record_type);
-        if let Some(existing) = data_record(name, record_type) {
-            match owner {
-                Some(owner) if owner.owner == owner_id => {
-                    if differs(existing, endpoint) {
-                        if policy.allows_update() {
-                            updates.push(endpoint.clone());
-                        } else {
-                            result.held_by_policy += 1;
-                        }
-                    }
-                    claim(txt_name, endpoint.resource.as_deref());
-                }
-                Some(owner) => result.blocked.push(blocked(
-                    endpoint,
-                    BlockReason::OwnedByOther {
-                        owner: owner.owner.clone(),
-                    },
-                )),
-                None => result
-                    .blocked
-                    .push(blocked(endpoint, BlockReason::ForeignRecord)),
-            }
-            continue;
-        }
-        if let Some(owner) = owner.filter(|owner| owner.owner != owner_id) {
-            let reason = BlockReason::OwnedByOther {
-                owner: owner.owner.clone(),
-            };
-            result.blocked.push(blocked(endpoint, reason));
-            continue;
-        }
-        let cname_clash = data_types_at.get(name).and_then(|types| {
-            types.iter().copied().find(|other| {
-                *other != record_type
-                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
-                    && !deleting(name, *other)
-            })
-        });
-        if let Some(existing) = cname_clash {
-            result
-                .blocked
-                .push(blocked(endpoint, BlockReason::CnameConflict { existing }));
-            continue;
-        }
-        if data_record(&txt_name, RecordType::TXT).is_some() {
-            result.blocked.push(blocked(
-                endpoint,
-                BlockReason::RegistryNameTaken { txt_name },
-            ));
-            continue;
-        }
-        creates.push(endpoint.clone());
-        claim(txt_name, endpoint.resource.as_deref());
     }
 
-    // Deletes, and the release of the ownership records that go with them.
-    let mut deletes = Vec::new();
-    let mut release = |txt_name: &str| {
-        let edit = txt_edits.entry(txt_name.to_string()).or_default();
-        for (raw, labels) in index.registry_values(txt_name) {
+    /// Removes every ownership value of ours at `txt_name`.
+    fn release(&mut self, txt_name: &str) {
+        let owner_id = self.registry.owner_id.as_str();
+        let edit = self.txt_edits.entry(txt_name.to_string()).or_default();
+        for (raw, labels) in self.ownership.registry_values(txt_name) {
             if labels.owner == owner_id {
                 edit.remove.insert(raw.clone());
             }
         }
-    };
-    let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| name.as_str()).collect();
-    for (name, record_type) in &unwanted {
-        if !policy.allows_delete() {
-            result.held_by_policy += 1;
-            continue;
-        }
-        if let Some(record) = data_record(name, *record_type) {
-            deletes.push(record.clone());
-        }
-        release(&registry.txt_name(name, *record_type));
     }
-    if policy.allows_delete() {
-        // Legacy ownership records of ours at names we no longer publish anything at.
-        for name in index.owned_legacy_names(owner_id) {
-            if !wanted_names.contains(name) && zone_of(name, &zones).is_some() {
+
+    /// Deletes of our unwanted records, each releasing its ownership (unless the policy holds
+    /// deletes back).
+    fn delete_unwanted(&mut self, unwanted: &BTreeSet<(String, RecordType)>) -> Vec<Endpoint> {
+        let mut deletes = Vec::new();
+        for (name, record_type) in unwanted {
+            if !self.policy.allows_delete() {
+                self.plan.held_by_policy += 1;
+                continue;
+            }
+            if let Some(record) = self.current.data_record(name, *record_type) {
+                deletes.push(record.clone());
+            }
+            self.release(&self.registry.txt_name(name, *record_type));
+        }
+        deletes
+    }
+
+    /// Ownership records of ours that cover nothing any more: legacy ones at names we no longer
+    /// publish anything at, and new-format ones whose record is gone and not wanted.
+    fn release_orphaned_ownership(
+        &mut self,
+        wanted: &BTreeMap<(String, RecordType), Endpoint>,
+        unwanted: &BTreeSet<(String, RecordType)>,
+    ) {
+        let owner_id = self.owner_id();
+        let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| name.as_str()).collect();
+        let mut orphans: Vec<String> = Vec::new();
+        for name in self.ownership.owned_legacy_names(owner_id) {
+            if !wanted_names.contains(name) && zone_of(name, &self.zones).is_some() {
                 let still_published = RecordType::ALL.into_iter().any(|t| {
-                    owned_by_us(name, t) && data_record(name, t).is_some() && !deleting(name, t)
+                    self.owned_by_us(name, t)
+                        && self.current.data_record(name, t).is_some()
+                        && !self.deleting(unwanted, name, t)
                 });
                 if !still_published {
-                    release(name);
+                    orphans.push(name.to_string());
                 }
             }
         }
-        // Ownership records of ours whose record is gone and not wanted.
-        for ((registry_name, record_type), owner) in index.owned_new_format(owner_id) {
-            let in_use = registry.record_names(registry_name).iter().any(|name| {
-                wanted.contains_key(&(name.clone(), *record_type))
-                    || data_record(name, *record_type).is_some()
-            });
-            if !in_use && zone_of(&owner.txt_name, &zones).is_some() {
-                release(&owner.txt_name);
+        for ((registry_name, record_type), owner) in self.ownership.owned_new_format(owner_id) {
+            let in_use = self
+                .registry
+                .record_names(registry_name)
+                .iter()
+                .any(|name| {
+                    wanted.contains_key(&(name.clone(), *record_type))
+                        || self.current.data_record(name, *record_type).is_some()
+                });
+            if !in_use && zone_of(&owner.txt_name, &self.zones).is_some() {
+                orphans.push(owner.txt_name.clone());
             }
+        }
+        for txt_name in orphans {
+            self.release(&txt_name);
         }
     }
 
-    // Turn the ownership edits into RRset changes.
-    let mut txt_creates = Vec::new();
-    let mut txt_updates = Vec::new();
-    let mut txt_deletes = Vec::new();
-    for (txt_name, edit) in txt_edits {
-        let existing = current_by_key
-            .get(&(txt_name.as_str(), RecordType::TXT))
-            .map(|(record, _)| *record);
-        let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
-        let after: BTreeSet<String> = before
-            .difference(&edit.remove)
-            .cloned()
-            .chain(edit.add)
-            .collect();
-        if after == before {
-            continue;
-        }
-        match existing {
-            None => txt_creates.push(Endpoint {
-                dns_name: txt_name,
-                record_type: RecordType::TXT,
-                targets: after,
-                ttl: Some(DEFAULT_TTL),
-                resource: None,
-            }),
-            Some(existing) if after.is_empty() => {
-                if policy.allows_delete() {
-                    txt_deletes.push((*existing).clone());
-                } else {
-                    result.held_by_policy += 1;
-                }
-            }
-            Some(existing) => {
-                if policy.allows_update() {
-                    txt_updates.push(Endpoint {
-                        targets: after,
-                        ..(*existing).clone()
-                    });
-                } else {
-                    result.held_by_policy += 1;
-                }
-            }
-        }
+    /// The plan: ownership written before the records it covers and removed after them, so a
+    /// pass cut short never leaves a record of ours without its ownership TXT.
+    fn finish(
+        mut self,
+        creates: Vec<Endpoint>,
+        mut updates: Vec<Endpoint>,
+        mut deletes: Vec<Endpoint>,
+    ) -> Plan {
+        let (mut txt_creates, txt_updates, txt_deletes) = self.ownership_changes();
+        txt_creates.extend(creates);
+        updates.extend(txt_updates);
+        deletes.extend(txt_deletes);
+        self.plan.changes = Changes {
+            create: txt_creates,
+            update: updates,
+            delete: deletes,
+        };
+        self.plan
     }
 
-    // Ownership is written before the records it covers and removed after them, so a pass cut
-    // short never leaves a record of ours without its ownership TXT.
-    txt_creates.extend(creates);
-    updates.extend(txt_updates);
-    deletes.extend(txt_deletes);
-    result.changes = Changes {
-        create: txt_creates,
-        update: updates,
-        delete: deletes,
-    };
-    result
+    /// The ownership edits as RRset changes: creates, updates and deletes of TXT records.
+    fn ownership_changes(&mut self) -> (Vec<Endpoint>, Vec<Endpoint>, Vec<Endpoint>) {
+        let (mut creates, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+        for (txt_name, edit) in std::mem::take(&mut self.txt_edits) {
+            let existing = self.current.record(&txt_name, RecordType::TXT);
+            let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
+            let after: BTreeSet<String> = before
+                .difference(&edit.remove)
+                .cloned()
+                .chain(edit.add)
+                .collect();
+            if after == before {
+                continue;
+            }
+            match existing {
+                None => creates.push(Endpoint {
+                    dns_name: txt_name,
+                    record_type: RecordType::TXT,
+                    targets: after,
+                    ttl: Some(DEFAULT_TTL),
+                    resource: None,
+                }),
+                Some(existing) if after.is_empty() => {
+                    if self.policy.allows_delete() {
+                        deletes.push(existing.clone());
+                    } else {
+                        self.plan.held_by_policy += 1;
+                    }
+                }
+                Some(existing) => {
+                    if self.policy.allows_update() {
+                        updates.push(Endpoint {
+                            targets: after,
+                            ..existing.clone()
+                        });
+                    } else {
+                        self.plan.held_by_policy += 1;
+                    }
+                }
+            }
+        }
+        (creates, updates, deletes)
+    }
 }
 
 /// Labels of 1–63 bytes, at most 253 bytes in all (presentation form, no trailing dot).
@@ -457,12 +592,12 @@ fn normalized(endpoint: &Endpoint) -> Endpoint {
                 .parse::<IpAddr>()
                 .map(|ip| ip.to_string())
                 .unwrap_or_else(|_| target.clone()),
-            RecordType::CNAME => normalize_name(target),
+            RecordType::CNAME => canonical(target).into_owned(),
             RecordType::TXT => target.clone(),
         })
         .collect();
     Endpoint {
-        dns_name: normalize_name(&endpoint.dns_name),
+        dns_name: canonical(&endpoint.dns_name).into_owned(),
         record_type: endpoint.record_type,
         targets,
         ttl: Some(endpoint.ttl_or_default()),
@@ -484,6 +619,11 @@ mod tests {
 
     fn zones() -> Vec<String> {
         vec!["example.com".to_string()]
+    }
+
+    /// The plan of owner [`OWNER`] under policy sync in the zone `example.com`.
+    fn plan_sync(desired: &[Endpoint], current: &[Endpoint]) -> Plan {
+        plan(desired, current, OWNER, Policy::Sync, &zones())
     }
 
     fn a(name: &str, ip: &str) -> Endpoint {
@@ -510,13 +650,7 @@ mod tests {
 
     #[test]
     fn creates_record_and_ownership_into_empty_zone() {
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &[]);
         assert_eq!(
             names(&plan.changes.create),
             ["a-app.example.com TXT", "app.example.com A"]
@@ -535,13 +669,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty(), "{plan:?}");
         assert!(plan.blocked.is_empty());
     }
@@ -552,21 +680,9 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let new_ip = plan(
-            &[a("app.example.com", "192.0.2.2")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let new_ip = plan_sync(&[a("app.example.com", "192.0.2.2")], &current);
         assert_eq!(names(&new_ip.changes.update), ["app.example.com A"]);
-        let new_ttl = plan(
-            &[a("app.example.com", "192.0.2.1").with_ttl(60)],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let new_ttl = plan_sync(&[a("app.example.com", "192.0.2.1").with_ttl(60)], &current);
         assert_eq!(new_ttl.changes.update[0].ttl, Some(60));
     }
 
@@ -576,7 +692,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let sync = plan(&[], &current, OWNER, Policy::Sync, &zones());
+        let sync = plan_sync(&[], &current);
         assert_eq!(
             names(&sync.changes.delete),
             ["app.example.com A", "a-app.example.com TXT"]
@@ -641,7 +757,7 @@ mod tests {
             );
         }
         // Not desired at all: still untouched under sync.
-        assert!(plan(&[], &current, OWNER, Policy::Sync, &zones()).is_empty());
+        assert!(plan_sync(&[], &current).is_empty());
     }
 
     #[test]
@@ -650,13 +766,7 @@ mod tests {
             "a-app.example.com",
             &[ownership_value("someone-else", None)],
         )];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty());
         assert_eq!(plan.blocked.len(), 1);
     }
@@ -670,13 +780,7 @@ mod tests {
             txt("a-app.example.com", std::slice::from_ref(&value)),
             txt("app.example.com", &[value]),
         ];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.blocked.is_empty());
         // The record is kept as is; only the new-format TXT's resource label is refreshed.
         assert_eq!(names(&plan.changes.update), ["a-app.example.com TXT"]);
@@ -694,7 +798,7 @@ mod tests {
             RecordType::CNAME,
             ["lb.example.net."],
         )];
-        let plan = plan(&desired, &current, OWNER, Policy::Sync, &zones());
+        let plan = plan_sync(&desired, &current);
         assert!(plan.blocked.is_empty());
         assert_eq!(names(&plan.changes.create), ["cname-app.example.com TXT"]);
         assert!(plan.changes.update.is_empty() && plan.changes.delete.is_empty());
@@ -718,26 +822,14 @@ mod tests {
             a("app.example.org", "192.0.2.1").with_ttl(300),
             ours("app.example.org", RecordType::A),
         ];
-        let plan = plan(
-            &[a("new.example.org", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("new.example.org", "192.0.2.1")], &current);
         assert!(plan.is_empty(), "{plan:?}");
         assert_eq!(plan.blocked[0].reason, BlockReason::OutsideZones);
     }
 
     #[test]
     fn apex_records_cannot_carry_ownership_inside_the_zone() {
-        let plan = plan(
-            &[a("example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("example.com", "192.0.2.1")], &[]);
         assert!(plan.is_empty());
         assert!(matches!(
             plan.blocked[0].reason,
@@ -753,7 +845,7 @@ mod tests {
             RecordType::CNAME,
             ["lb.example.net"],
         )];
-        let blocked_plan = plan(&cname, &foreign, OWNER, Policy::Sync, &zones());
+        let blocked_plan = plan_sync(&cname, &foreign);
         assert!(blocked_plan.is_empty());
         assert_eq!(
             blocked_plan.blocked[0].reason,
@@ -766,7 +858,7 @@ mod tests {
             a("app.example.com", "192.0.2.1").with_ttl(300),
             ours("app.example.com", RecordType::A),
         ];
-        let switch = plan(&cname, &ours_a, OWNER, Policy::Sync, &zones());
+        let switch = plan_sync(&cname, &ours_a);
         assert!(switch.blocked.is_empty(), "{switch:?}");
         assert_eq!(
             names(&switch.changes.delete),
@@ -785,29 +877,17 @@ mod tests {
     #[test]
     fn orphan_ownership_records_are_cleaned_and_drift_is_repaired() {
         let orphan = vec![ours("gone.example.com", RecordType::A)];
-        let cleaned = plan(&[], &orphan, OWNER, Policy::Sync, &zones());
+        let cleaned = plan_sync(&[], &orphan);
         assert_eq!(names(&cleaned.changes.delete), ["a-gone.example.com TXT"]);
         // Record deleted by hand while still desired: recreated, ownership kept.
-        let repaired = plan(
-            &[a("gone.example.com", "192.0.2.1")],
-            &orphan,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let repaired = plan_sync(&[a("gone.example.com", "192.0.2.1")], &orphan);
         assert_eq!(names(&repaired.changes.create), ["gone.example.com A"]);
     }
 
     #[test]
     fn unrelated_txt_at_ownership_name_blocks() {
         let current = vec![txt("a-app.example.com", &["hello".to_string()])];
-        let plan = plan(
-            &[a("app.example.com", "192.0.2.1")],
-            &current,
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
         assert!(plan.is_empty());
         assert!(matches!(
             plan.blocked[0].reason,
@@ -821,7 +901,7 @@ mod tests {
             Endpoint::new("App.Example.COM.", RecordType::AAAA, ["2001:DB8:0::1"]),
             Endpoint::new("app.example.com", RecordType::AAAA, ["2001:db8::2"]),
         ];
-        let plan = plan(&desired, &[], OWNER, Policy::Sync, &zones());
+        let plan = plan_sync(&desired, &[]);
         assert_eq!(plan.blocked[0].reason, BlockReason::DuplicateDesired);
         let created = &plan.changes.create[1];
         assert_eq!(created.dns_name, "app.example.com");
@@ -830,13 +910,7 @@ mod tests {
 
     #[test]
     fn wildcard_records_get_prefixed_ownership() {
-        let plan = plan(
-            &[a("*.example.com", "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let plan = plan_sync(&[a("*.example.com", "192.0.2.1")], &[]);
         assert_eq!(
             names(&plan.changes.create),
             ["a-*.example.com TXT", "*.example.com A"]
@@ -870,20 +944,14 @@ mod tests {
     #[test]
     fn ownership_name_over_63_byte_label_blocks() {
         let label = "x".repeat(60);
-        let ok_for_a = plan(
-            &[a(&format!("{label}.example.com"), "192.0.2.1")],
-            &[],
-            OWNER,
-            Policy::Sync,
-            &zones(),
-        );
+        let ok_for_a = plan_sync(&[a(&format!("{label}.example.com"), "192.0.2.1")], &[]);
         assert!(ok_for_a.blocked.is_empty(), "a- prefix fits: 62 bytes");
         let cname = Endpoint::new(
             &format!("{label}.example.com"),
             RecordType::CNAME,
             ["t.example.net"],
         );
-        let too_long = plan(&[cname], &[], OWNER, Policy::Sync, &zones());
+        let too_long = plan_sync(&[cname], &[]);
         assert!(too_long.is_empty());
         assert!(matches!(
             too_long.blocked[0].reason,

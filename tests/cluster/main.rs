@@ -5,8 +5,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api;
 mod faults;
 mod helm;
+mod leader;
 mod lease;
 mod rbac;
+mod replicas;
 mod seed_story;
+mod serve;
+mod source;

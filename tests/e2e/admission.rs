@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gateway_dns::admission::EngineHandler;
 use gateway_dns::engine::Config;
 use gateway_dns::index::Index;
 use gateway_dns::metrics::Metrics;
-use gateway_dns::server::WebhookOptions;
+use gateway_dns::webhook::decide::EngineHandler;
+use gateway_dns::webhook::state::WebhookOptions;
 use hyper::http::StatusCode;
 use serde_json::Value;
 

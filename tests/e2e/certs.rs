@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::PermissionsExt as _;
 
-use gateway_dns::certs;
+use gateway_dns::webhook::certs;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::X509Certificate;
 
@@ -110,7 +110,7 @@ fn run_writes_three_files_with_a_private_key_mode() {
     // What was written is a usable pair.
     let cert = std::fs::read(out.join("tls.crt")).unwrap();
     let key = std::fs::read(out.join("tls.key")).unwrap();
-    gateway_dns::tls::load_pair(&cert, &key).unwrap();
+    gateway_dns::webhook::tls::load_pair(&cert, &key).unwrap();
     // No temporary files are left behind.
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
 }

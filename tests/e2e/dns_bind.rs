@@ -4,12 +4,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
-use gateway_dns::dns::{Changes, Endpoint, Provider, RecordType};
-use gateway_dns::sync::{BlockReason, DesiredSource, Policy, SyncConfig, Syncer};
+use gateway_dns::dns::{Changes, Endpoint, Provider};
+use gateway_dns::metrics::Metrics;
+use gateway_dns::model::RecordType;
+use gateway_dns::sync::{DesiredSource, Policy, SyncConfig, Syncer};
 use tokio::sync::Notify;
 
 use crate::support::bind::{Bind, KEY_NAME};
 use crate::support::dig;
+use crate::support::records::{
+    a, assert_blocked_by_foreign, change_app_targets_and_ttl, colliding_with_foreign,
+    foreign_zone_lines, remove_everything,
+};
 
 const ZONE: &str = "example.com";
 const OWNER: &str = "gw-test";
@@ -21,69 +27,38 @@ fn source(desired: &Desired) -> Arc<dyn DesiredSource> {
     Arc::new(move || desired.lock().unwrap().clone())
 }
 
-fn a(name: &str, ips: &[&str]) -> Endpoint {
-    Endpoint::new(name, RecordType::A, ips.iter().copied()).with_resource("httproute/shop/web")
-}
-
 fn syncer(bind: &Bind, desired: &Desired, policy: Policy) -> Syncer {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.policy = policy;
-    Syncer::new(provider, source(desired), config)
+    Syncer::new(provider, source(desired), config, Default::default())
 }
 
 fn lookup(bind: &Bind, name: &str, rtype: &str) -> Vec<String> {
     dig::query(bind.addr(), name, rtype, false).data(rtype)
 }
 
-const FOREIGN_SEED: &str = "foreign IN A 198.51.100.7
-other IN A 198.51.100.8
-a-other IN TXT \"heritage=external-dns,external-dns/owner=someone-else\"
-note IN TXT \"v=spf1 -all\"";
-
 fn assert_foreign_untouched(bind: &Bind) {
-    assert_eq!(lookup(bind, "foreign.example.com", "A"), ["198.51.100.7"]);
-    assert_eq!(lookup(bind, "other.example.com", "A"), ["198.51.100.8"]);
-    assert_eq!(
-        lookup(bind, "a-other.example.com", "TXT"),
-        ["heritage=external-dns,external-dns/owner=someone-else"]
-    );
-    assert_eq!(lookup(bind, "note.example.com", "TXT"), ["v=spf1 -all"]);
+    crate::support::records::assert_foreign_untouched(bind.addr(), ZONE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_records_follow_desired_set_and_foreign_records_survive() {
-    let bind = Bind::start(ZONE, FOREIGN_SEED);
-    let desired: Desired = Arc::new(Mutex::new(vec![
+    let bind = Bind::start(ZONE, &foreign_zone_lines());
+    let mut wanted = vec![
         a("app.example.com", &["192.0.2.1"]).with_ttl(120),
         a("*.wild.example.com", &["192.0.2.5"]),
         Endpoint::new("alias.example.com", RecordType::CNAME, ["lb.example.net"]),
         Endpoint::new("v6.example.com", RecordType::AAAA, ["2001:db8::1"]),
-        // Wanted, but someone else's: must be reported and left alone.
-        a("foreign.example.com", &["192.0.2.99"]),
-        a("other.example.com", &["192.0.2.99"]),
-    ]));
+    ];
+    // Wanted, but someone else's: must be reported and left alone.
+    wanted.extend(colliding_with_foreign(ZONE));
+    let desired: Desired = Arc::new(Mutex::new(wanted));
     let syncer = syncer(&bind, &desired, Policy::Sync);
 
     let first = syncer.run_once().await.unwrap();
     assert!(!first.converged, "blocked records mean not converged");
-    let mut reasons: Vec<_> = first
-        .pass
-        .plan
-        .blocked
-        .iter()
-        .map(|b| b.reason.clone())
-        .collect();
-    reasons.sort_by_key(|r| format!("{r:?}"));
-    assert_eq!(
-        reasons,
-        [
-            BlockReason::ForeignRecord,
-            BlockReason::OwnedByOther {
-                owner: "someone-else".into()
-            }
-        ]
-    );
+    assert_blocked_by_foreign(&first.pass.plan);
     assert!(
         first.remaining.is_empty(),
         "second listing finds nothing left to write"
@@ -107,31 +82,17 @@ async fn bind_records_follow_desired_set_and_foreign_records_survive() {
     assert_eq!(lookup(&bind, "a-*.wild.example.com", "TXT").len(), 1);
     assert_foreign_untouched(&bind);
 
-    // Change targets and TTL.
-    desired.lock().unwrap()[0] = a("app.example.com", &["192.0.2.2", "192.0.2.3"]).with_ttl(60);
-    let second = syncer.run_once().await.unwrap();
-    assert_eq!(second.pass.applied, 1, "{:?}", second.pass.plan.changes);
-    let app = dig::query(bind.addr(), "app.example.com", "A", false);
-    assert_eq!(app.data("A"), ["192.0.2.2", "192.0.2.3"]);
-    assert!(app.answer.iter().all(|rr| rr.ttl == 60));
+    change_app_targets_and_ttl(&syncer, &desired, bind.addr(), ZONE).await;
 
     // Everything disappears, ours only.
-    desired.lock().unwrap().clear();
-    let third = syncer.run_once().await.unwrap();
-    assert!(third.converged);
-    for (name, rtype) in [
+    let ours = [
         ("app.example.com", "A"),
         ("a-app.example.com", "TXT"),
         ("alias.example.com", "CNAME"),
         ("v6.example.com", "AAAA"),
         ("aaaa-v6.example.com", "TXT"),
-    ] {
-        assert_eq!(
-            dig::query(bind.addr(), name, rtype, false).status,
-            "NXDOMAIN",
-            "{name}"
-        );
-    }
+    ];
+    remove_everything(&syncer, &desired, bind.addr(), &ours).await;
     assert!(lookup(&bind, "x.wild.example.com", "A").is_empty());
     assert_foreign_untouched(&bind);
 
@@ -142,7 +103,7 @@ async fn bind_records_follow_desired_set_and_foreign_records_survive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_upsert_only_and_create_only_never_delete() {
-    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let bind = Bind::start(ZONE, &foreign_zone_lines());
     let desired: Desired = Arc::new(Mutex::new(vec![a("keep.example.com", &["192.0.2.1"])]));
     syncer(&bind, &desired, Policy::Sync)
         .run_once()
@@ -277,7 +238,7 @@ legacy IN TXT \"heritage=external-dns,external-dns/owner=gw-test,external-dns/re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
-    let mut bind = Bind::start(ZONE, FOREIGN_SEED);
+    let mut bind = Bind::start(ZONE, &foreign_zone_lines());
     let desired: Desired = Arc::new(Mutex::new(vec![
         a("one.example.com", &["192.0.2.1"]),
         a("two.example.com", &["192.0.2.2"]),
@@ -288,8 +249,13 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     config.debounce = Duration::from_millis(50);
     config.backoff_min = Duration::from_millis(100);
     config.backoff_max = Duration::from_millis(800);
-    let syncer = Arc::new(Syncer::new(provider, source(&desired), config));
-    let metrics = syncer.metrics();
+    let metrics = Arc::new(Metrics::new());
+    let syncer = Arc::new(Syncer::new(
+        provider,
+        source(&desired),
+        config,
+        metrics.clone(),
+    ));
     let changes = Arc::new(Notify::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let loop_task = {
@@ -317,10 +283,10 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     }
     changes.notify_one();
     wait_for(Duration::from_secs(10), || {
-        metrics.errors.load(std::sync::atomic::Ordering::Relaxed) >= 3
+        metrics.sync_errors("provider") >= 3
     })
     .await;
-    let errors_while_down = metrics.errors.load(std::sync::atomic::Ordering::Relaxed);
+    let errors_while_down = metrics.sync_errors("provider");
 
     bind.resume();
     wait_for(Duration::from_secs(15), || {
@@ -335,12 +301,7 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     );
     assert_foreign_untouched(&bind);
     assert!(errors_while_down >= 3);
-    assert!(
-        metrics
-            .last_success_unix_ms
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0
-    );
+    assert!(metrics.last_successful_sync_seconds() > 0.0);
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(5), loop_task)
         .await
@@ -355,7 +316,12 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.dry_run = true;
-    let dry = Syncer::new(provider.clone(), source(&desired), config);
+    let dry = Syncer::new(
+        provider.clone(),
+        source(&desired),
+        config,
+        Default::default(),
+    );
     let report = dry.run_once().await.unwrap();
     assert_eq!(report.pass.withheld, Some("dry run"));
     assert!(!report.converged);
@@ -373,6 +339,7 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
         provider.clone(),
         source(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
+        Default::default(),
     )
     .with_write_gate(gate_rx);
     assert_eq!(
@@ -403,7 +370,7 @@ async fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) {
 async fn bind_one_rejected_change_does_not_hold_back_the_batch() {
     // "foreign" appears between a listing and the apply (another writer): its create fails
     // on the "RRset does not exist" prerequisite, the other creates of the batch still land.
-    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let bind = Bind::start(ZONE, &foreign_zone_lines());
     let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
     let changes = Changes {
         create: vec![
@@ -426,13 +393,14 @@ async fn bind_one_rejected_change_does_not_hold_back_the_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
     use std::sync::atomic::Ordering::Relaxed;
-    let bind = Bind::start(ZONE, FOREIGN_SEED);
+    let bind = Bind::start(ZONE, &foreign_zone_lines());
     let desired: Desired = Arc::new(Mutex::new(vec![a("app.example.com", &["192.0.2.1"])]));
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let syncer = Syncer::new(
         provider.clone(),
         source(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
+        Default::default(),
     );
     let stats = provider.stats();
     assert!(syncer.run_once().await.unwrap().converged);

@@ -2,8 +2,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use gateway_dns::dns::Endpoint;
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::dns::{Endpoint, RecordType};
+use gateway_dns::metrics::Metrics;
+use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
 use crate::support::dig;
@@ -33,6 +35,7 @@ async fn embedded_server_answers_synced_records_over_udp_and_tcp() {
         server.clone(),
         source,
         SyncConfig::new("gw", vec!["example.com".into()]),
+        Default::default(),
     );
     let serial_before = dig::query(addr, "example.com", "SOA", false)
         .soa_serial()
@@ -163,6 +166,7 @@ async fn embedded_server_truncates_large_udp_answers() {
         server.clone(),
         Arc::new(source),
         SyncConfig::new("gw", vec!["example.com".into()]),
+        Default::default(),
     );
     syncer.run_once().await.unwrap();
     let truncated = dig::query_with(
@@ -189,8 +193,15 @@ async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_op
     let source = || vec![a("leader.example.com", "192.0.2.1")];
     let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
     sync_config.interval = Duration::from_secs(3600);
+    let metrics = Arc::new(Metrics::new());
     let syncer = Arc::new(
-        Syncer::new(server.clone(), Arc::new(source), sync_config).with_write_gate(gate_rx),
+        Syncer::new(
+            server.clone(),
+            Arc::new(source),
+            sync_config,
+            metrics.clone(),
+        )
+        .with_write_gate(gate_rx),
     );
     let changes = Arc::new(tokio::sync::Notify::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -205,13 +216,7 @@ async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_op
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        syncer
-            .metrics()
-            .passes
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
-    );
+    assert!(metrics.sync_passes() >= 1);
     assert_eq!(
         dig::query(addr, "leader.example.com", "A", false).status,
         "NXDOMAIN"
@@ -235,7 +240,6 @@ async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_op
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
-    use std::sync::atomic::Ordering::Relaxed;
     use std::time::Duration;
     let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
     config.listen = "127.0.0.1:0".parse().unwrap();
@@ -249,8 +253,13 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
     sync_config.interval = Duration::from_secs(3600);
     // Long enough that the whole burst (~50 ms) lands inside it even on a loaded machine.
     sync_config.debounce = Duration::from_millis(500);
-    let syncer = Arc::new(Syncer::new(server.clone(), source, sync_config));
-    let metrics = syncer.metrics();
+    let metrics = Arc::new(Metrics::new());
+    let syncer = Arc::new(Syncer::new(
+        server.clone(),
+        source,
+        sync_config,
+        metrics.clone(),
+    ));
     let changes = Arc::new(tokio::sync::Notify::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = {
@@ -264,7 +273,7 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(metrics.passes.load(Relaxed), 1, "the initial pass");
+    assert_eq!(metrics.sync_passes(), 1, "the initial pass");
 
     for i in 0..10 {
         desired
@@ -275,18 +284,14 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        metrics.passes.load(Relaxed),
-        2,
-        "ten notifications, one pass"
-    );
+    assert_eq!(metrics.sync_passes(), 2, "ten notifications, one pass");
     let addr = server.local_addr();
     assert_eq!(
         dig::query(addr, "burst9.example.com", "A", false).data("A"),
         ["192.0.2.1"]
     );
     assert_eq!(
-        metrics.changes_applied.load(Relaxed),
+        metrics.sync_changes("applied"),
         20,
         "10 records + 10 ownership TXT"
     );

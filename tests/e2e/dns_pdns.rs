@@ -3,41 +3,36 @@
 use std::sync::{Arc, Mutex};
 
 use gateway_dns::dns::pdns::{PdnsConfig, PdnsProvider};
-use gateway_dns::dns::{Endpoint, Provider, RecordType};
-use gateway_dns::sync::{BlockReason, Policy, SyncConfig, Syncer};
+use gateway_dns::dns::{Endpoint, Provider};
+use gateway_dns::model::RecordType;
+use gateway_dns::sync::{Policy, SyncConfig, Syncer};
 
 use crate::support::dig;
 use crate::support::pdns::{API_KEY, Pdns};
+use crate::support::records::{
+    a, assert_blocked_by_foreign, change_app_targets_and_ttl, colliding_with_foreign, foreign_rows,
+    remove_everything,
+};
 
 const ZONE: &str = "example.com";
 
-fn a(name: &str, ips: &[&str]) -> Endpoint {
-    Endpoint::new(name, RecordType::A, ips.iter().copied()).with_resource("httproute/shop/web")
-}
-
+/// PowerDNS with the foreign records, and a record external-dns wrote with our owner id (to be
+/// adopted).
 fn start() -> Pdns {
-    Pdns::start(
-        ZONE,
-        &[
-            ("foreign", "A", 300, "198.51.100.7"),
-            ("other", "A", 300, "198.51.100.8"),
-            (
-                "a-other",
-                "TXT",
-                300,
-                "\"heritage=external-dns,external-dns/owner=someone-else\"",
-            ),
-            ("note", "TXT", 300, "\"v=spf1 -all\""),
-            // external-dns with our owner id: adopted.
-            ("adopt", "A", 300, "192.0.2.50"),
-            (
-                "a-adopt",
-                "TXT",
-                300,
-                "\"heritage=external-dns,external-dns/owner=gw,external-dns/resource=ingress/default/old\"",
-            ),
-        ],
-    )
+    let mut seed = foreign_rows();
+    seed.push(("adopt", "A", 300, "192.0.2.50".into()));
+    seed.push((
+        "a-adopt",
+        "TXT",
+        300,
+        "\"heritage=external-dns,external-dns/owner=gw,external-dns/resource=ingress/default/old\""
+            .into(),
+    ));
+    let rows: Vec<(&str, &str, u32, &str)> = seed
+        .iter()
+        .map(|(label, rtype, ttl, content)| (*label, *rtype, *ttl, content.as_str()))
+        .collect();
+    Pdns::start(ZONE, &rows)
 }
 
 fn lookup(pdns: &Pdns, name: &str, rtype: &str) -> Vec<String> {
@@ -45,13 +40,7 @@ fn lookup(pdns: &Pdns, name: &str, rtype: &str) -> Vec<String> {
 }
 
 fn assert_foreign_untouched(pdns: &Pdns) {
-    assert_eq!(lookup(pdns, "foreign.example.com", "A"), ["198.51.100.7"]);
-    assert_eq!(lookup(pdns, "other.example.com", "A"), ["198.51.100.8"]);
-    assert_eq!(
-        lookup(pdns, "a-other.example.com", "TXT"),
-        ["heritage=external-dns,external-dns/owner=someone-else"]
-    );
-    assert_eq!(lookup(pdns, "note.example.com", "TXT"), ["v=spf1 -all"]);
+    crate::support::records::assert_foreign_untouched(pdns.dns_addr(), ZONE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,15 +49,15 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
     let provider = Arc::new(
         PdnsProvider::new(PdnsConfig::new(pdns.api_url(), API_KEY, vec![ZONE.into()])).unwrap(),
     );
-    let desired = Arc::new(Mutex::new(vec![
+    let mut wanted = vec![
         a("app.example.com", &["192.0.2.1"]).with_ttl(120),
         a("*.wild.example.com", &["192.0.2.5"]),
         Endpoint::new("alias.example.com", RecordType::CNAME, ["lb.example.net"]),
         Endpoint::new("v6.example.com", RecordType::AAAA, ["2001:db8::1"]),
         a("adopt.example.com", &["192.0.2.51"]),
-        a("foreign.example.com", &["192.0.2.99"]),
-        a("other.example.com", &["192.0.2.99"]),
-    ]));
+    ];
+    wanted.extend(colliding_with_foreign(ZONE));
+    let desired = Arc::new(Mutex::new(wanted));
     let source = {
         let desired = desired.clone();
         Arc::new(move || desired.lock().unwrap().clone())
@@ -76,26 +65,10 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
     let mut config = SyncConfig::new("gw", vec![ZONE.into()]);
     // PowerDNS rejects `a-*.wild…`: use external-dns's wildcard replacement.
     config.txt_wildcard_replacement = Some("any".into());
-    let syncer = Syncer::new(provider.clone(), source, config);
+    let syncer = Syncer::new(provider.clone(), source, config, Default::default());
 
     let first = syncer.run_once().await.unwrap();
-    let mut reasons: Vec<_> = first
-        .pass
-        .plan
-        .blocked
-        .iter()
-        .map(|b| b.reason.clone())
-        .collect();
-    reasons.sort_by_key(|r| format!("{r:?}"));
-    assert_eq!(
-        reasons,
-        [
-            BlockReason::ForeignRecord,
-            BlockReason::OwnedByOther {
-                owner: "someone-else".into()
-            }
-        ]
-    );
+    assert_blocked_by_foreign(&first.pass.plan);
     assert!(first.remaining.is_empty(), "{:?}", first.remaining.changes);
 
     let app = dig::query(pdns.dns_addr(), "app.example.com", "A", false);
@@ -127,32 +100,18 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
         .unwrap();
     assert_eq!(app_txt.targets.iter().next().unwrap(), ours);
 
-    // Change.
-    desired.lock().unwrap()[0] = a("app.example.com", &["192.0.2.2", "192.0.2.3"]).with_ttl(60);
-    let second = syncer.run_once().await.unwrap();
-    assert_eq!(second.pass.applied, 1);
-    let app = dig::query(pdns.dns_addr(), "app.example.com", "A", false);
-    assert_eq!(app.data("A"), ["192.0.2.2", "192.0.2.3"]);
-    assert!(app.answer.iter().all(|rr| rr.ttl == 60));
+    change_app_targets_and_ttl(&syncer, &desired, pdns.dns_addr(), ZONE).await;
 
     // Disappear: ours only, under policy sync.
-    desired.lock().unwrap().clear();
-    let third = syncer.run_once().await.unwrap();
-    assert!(third.converged);
-    for (name, rtype) in [
+    let ours = [
         ("app.example.com", "A"),
         ("a-app.example.com", "TXT"),
         ("alias.example.com", "CNAME"),
         ("adopt.example.com", "A"),
         ("a-adopt.example.com", "TXT"),
         ("a-any.wild.example.com", "TXT"),
-    ] {
-        assert_eq!(
-            dig::query(pdns.dns_addr(), name, rtype, false).status,
-            "NXDOMAIN",
-            "{name}"
-        );
-    }
+    ];
+    remove_everything(&syncer, &desired, pdns.dns_addr(), &ours).await;
     assert!(lookup(&pdns, "x.wild.example.com", "A").is_empty());
     assert_foreign_untouched(&pdns);
     assert_eq!(syncer.sync_pass().await.unwrap().applied, 0, "steady state");
@@ -186,7 +145,7 @@ async fn pdns_wrong_api_key_is_a_clear_error_and_nothing_is_deleted() {
     );
     let mut config = SyncConfig::new("gw", vec![ZONE.into(), "missing.example".into()]);
     config.policy = Policy::Sync;
-    let syncer = Syncer::new(provider, Arc::new(Vec::new), config);
+    let syncer = Syncer::new(provider, Arc::new(Vec::new), config, Default::default());
     let err = syncer.sync_pass().await.unwrap_err().to_string();
     assert!(
         err.contains("listing the records failed, nothing written"),

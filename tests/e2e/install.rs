@@ -14,15 +14,21 @@ use gateway_dns::engine::Reason;
 use gateway_dns::model::{GATEWAY_GROUP, ObjectKind};
 use hyper::http::{Method, StatusCode};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhook;
-use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, Probe, Secret, SecretVolumeSource, Service, ServiceAccount, VolumeMount,
+};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use crate::support::install::{
-    Adaptation, Doc, Install, RunningBinary, copy_tree, eventually, flag_value, http_get,
-    is_kustomization, kustomize, kustomize_tool, manifest_docs, manifests_dir, notice, relative,
-    repo, run_certs, yaml_docs, yaml_files,
+    Adaptation, Certificate, Doc, Install, Issuer, RunningBinary, copy_tree, eventually,
+    flag_value, http_get, is_kustomization, kustomize, kustomize_tool, manifest_docs,
+    manifests_dir, notice, relative, repo, run_certs, yaml_docs, yaml_files,
 };
 use crate::support::webhook::HttpsConnection;
 
@@ -47,7 +53,7 @@ fn base() -> Install {
 }
 
 /// Environment variables the binary reads that are not flags: the log filter (main.rs) and
-/// the pod name, the leader-election identity (serve.rs).
+/// the pod name, the leader-election identity (src/cmd/serve.rs).
 const NON_FLAG_ENV: [&str; 2] = ["GATEWAY_DNS_LOG", "POD_NAME"];
 
 /// The Deployment's configuration as the binary's own parser reads it: its args, plus every
@@ -157,74 +163,65 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// An object of an installation: its kind and its metadata.
+trait Manifest {
+    const KIND: &'static str;
+    fn meta(&self) -> &ObjectMeta;
+}
+
+/// The namespaced kinds an installation has, named as in the manifests.
+macro_rules! namespaced_kinds {
+    ($($kind:ident),* $(,)?) => {$(
+        impl Manifest for $kind {
+            const KIND: &'static str = stringify!($kind);
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+        }
+    )*};
+}
+
+namespaced_kinds!(
+    ServiceAccount,
+    Role,
+    RoleBinding,
+    Deployment,
+    Service,
+    Secret,
+    PodDisruptionBudget,
+    NetworkPolicy,
+    Issuer,
+    Certificate,
+);
+
+fn metas<T: Manifest>(objects: &[T]) -> Vec<(&'static str, &ObjectMeta)> {
+    objects
+        .iter()
+        .map(|object| (T::KIND, object.meta()))
+        .collect()
+}
+
 /// Everything that must agree between the objects of one installation and the binary.
 fn check_installation(install: &Install, expect_failure_policy: &str) {
     let origin = &install.origin;
     let namespace = install.namespace().metadata.name.clone().unwrap();
 
     // Every namespaced object lives in the installation's namespace.
-    let namespaced: Vec<(&str, Option<&String>)> = install
-        .service_accounts
-        .iter()
-        .map(|o| ("ServiceAccount", o.metadata.namespace.as_ref()))
-        .chain(
-            install
-                .roles
-                .iter()
-                .map(|o| ("Role", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .role_bindings
-                .iter()
-                .map(|o| ("RoleBinding", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .deployments
-                .iter()
-                .map(|o| ("Deployment", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .services
-                .iter()
-                .map(|o| ("Service", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .secrets
-                .iter()
-                .map(|o| ("Secret", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .disruption_budgets
-                .iter()
-                .map(|o| ("PodDisruptionBudget", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .network_policies
-                .iter()
-                .map(|o| ("NetworkPolicy", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .issuers
-                .iter()
-                .map(|o| ("Issuer", o.metadata.namespace.as_ref())),
-        )
-        .chain(
-            install
-                .certificates
-                .iter()
-                .map(|o| ("Certificate", o.metadata.namespace.as_ref())),
-        )
-        .collect();
-    for (kind, object_namespace) in namespaced {
+    let namespaced = [
+        metas(&install.service_accounts),
+        metas(&install.roles),
+        metas(&install.role_bindings),
+        metas(&install.deployments),
+        metas(&install.services),
+        metas(&install.secrets),
+        metas(&install.disruption_budgets),
+        metas(&install.network_policies),
+        metas(&install.issuers),
+        metas(&install.certificates),
+    ];
+    for (kind, meta) in namespaced.into_iter().flatten() {
         assert_eq!(
-            object_namespace,
+            meta.namespace.as_ref(),
             Some(&namespace),
             "{origin}: {kind} namespace"
         );
@@ -393,46 +390,24 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
     // The TLS Secret volume holds the files --tls-cert/--tls-key name.
     let tls_cert = serve.tls_cert.as_ref().expect("--tls-cert");
     let tls_key = serve.tls_key.as_ref().expect("--tls-key");
-    let mount = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|mount| tls_cert.starts_with(&mount.mount_path))
-        .unwrap_or_else(|| panic!("{origin}: no volume mounted where --tls-cert points"));
+    let (mount, secret_volume) = secret_mount(install, "--tls-cert", tls_cert);
     assert!(
         tls_key.starts_with(&mount.mount_path),
         "{origin}: --tls-key in the same volume"
     );
-    assert_eq!(
-        mount.read_only,
-        Some(true),
-        "{origin}: TLS volume read-only"
-    );
-    let volume = pod
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)
-        .unwrap();
-    let secret_volume = volume.secret.as_ref().expect("the TLS volume is a Secret");
     assert!(
         secret_volume.items.is_none(),
         "{origin}: Secret keys are the file names"
     );
-    assert_eq!(
-        secret_volume.default_mode,
-        Some(0o440),
-        "{origin}: key not world-readable"
-    );
     let file_name = |path: &PathBuf| path.file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(
         file_name(tls_cert),
-        gateway_dns::certs::TLS_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_CERT_FILE,
         "{origin}: cert file = Secret key"
     );
     assert_eq!(
         file_name(tls_key),
-        gateway_dns::certs::TLS_KEY_FILE,
+        gateway_dns::webhook::certs::TLS_KEY_FILE,
         "{origin}: key file = Secret key"
     );
     assert!(
@@ -597,7 +572,8 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
     );
 
     // The certificate names kube-apiserver checks.
-    let sans = gateway_dns::certs::service_sans(&client_service.name, &client_service.namespace);
+    let sans =
+        gateway_dns::webhook::certs::service_sans(&client_service.name, &client_service.namespace);
     assert!(
         sans.contains(&webhook_service_host(install)),
         "{origin}: SANs {sans:?}"
@@ -610,10 +586,47 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
 /// Least privilege: read exactly what the binary watches, write only Events and Leases.
 /// Files the binary reads (TLS pair, provider secrets) are in read-only Secret volumes; the
 /// DNS configuration is complete for the provider; ports it listens on are open.
+/// The read-only Secret volume (mode 0440, so not world-readable) that holds the file `flag`
+/// points to, and where it is mounted.
+fn secret_mount<'a>(
+    install: &'a Install,
+    flag: &str,
+    path: &Path,
+) -> (&'a VolumeMount, &'a SecretVolumeSource) {
+    let origin = &install.origin;
+    let mount = install
+        .container()
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|mount| path.starts_with(&mount.mount_path))
+        .unwrap_or_else(|| panic!("{origin}: {flag} {} is on no volume", path.display()));
+    assert_eq!(
+        mount.read_only,
+        Some(true),
+        "{origin}: {flag} volume read-only"
+    );
+    let volume = pod_spec(install)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    let secret = volume
+        .secret
+        .as_ref()
+        .unwrap_or_else(|| panic!("{origin}: {flag} is not from a Secret"));
+    assert_eq!(
+        secret.default_mode,
+        Some(0o440),
+        "{origin}: {flag} not world-readable"
+    );
+    (mount, secret)
+}
+
 fn check_dns(install: &Install, serve: &ServeArgs) {
     let origin = &install.origin;
     let container = install.container();
-    let pod = pod_spec(install);
     let files = [
         ("--tls-cert", serve.tls_cert.as_ref()),
         ("--tls-key", serve.tls_key.as_ref()),
@@ -628,32 +641,7 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
         .iter()
         .filter_map(|(flag, path)| Some((flag, (*path)?)))
     {
-        let mount = container
-            .volume_mounts
-            .iter()
-            .flatten()
-            .find(|mount| path.starts_with(&mount.mount_path))
-            .unwrap_or_else(|| panic!("{origin}: {flag} {} is on no volume", path.display()));
-        assert_eq!(
-            mount.read_only,
-            Some(true),
-            "{origin}: {flag} volume read-only"
-        );
-        let volume = pod
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == mount.name)
-            .unwrap();
-        let secret = volume
-            .secret
-            .as_ref()
-            .unwrap_or_else(|| panic!("{origin}: {flag} is not from a Secret"));
-        assert_eq!(
-            secret.default_mode,
-            Some(0o440),
-            "{origin}: {flag} not world-readable"
-        );
+        let (_, secret) = secret_mount(install, flag, path);
         let secret_name = secret.secret_name.as_deref().unwrap();
         // A Secret this installation neither generates nor issues is created by hand: the
         // install guide must say how.
@@ -1061,21 +1049,11 @@ fn kustomize_output_of_base_and_every_overlay_holds_together() {
 fn tls_secret_name(install: &Install) -> String {
     let serve = parse_serve_args(&effective_args(install), &install.origin);
     let cert = serve.tls_cert.expect("--tls-cert");
-    let mount = install
-        .container()
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|mount| cert.starts_with(&mount.mount_path))
-        .expect("--tls-cert is on a volume");
-    pod_spec(install)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|volume| volume.name == mount.name)
-        .and_then(|volume| volume.secret.as_ref())
-        .and_then(|secret| secret.secret_name.clone())
-        .expect("the TLS volume is a Secret")
+    let (_, secret) = secret_mount(install, "--tls-cert", &cert);
+    secret
+        .secret_name
+        .clone()
+        .expect("the TLS Secret has a name")
 }
 
 fn check_cert_manager(install: &Install, inject_from: &str, tls_secret: &str) {
@@ -1104,7 +1082,7 @@ fn check_cert_manager(install: &Install, inject_from: &str, tls_secret: &str) {
         "{origin}: Certificate dnsNames {dns_names:?} lack {host}"
     );
     let service = install.service();
-    let sans = gateway_dns::certs::service_sans(
+    let sans = gateway_dns::webhook::certs::service_sans(
         service.metadata.name.as_deref().unwrap(),
         service.metadata.namespace.as_deref().unwrap(),
     );
@@ -1162,9 +1140,9 @@ fn check_self_signed(install: &Install, tls_secret: &str, certs_dir: &Path) {
     );
     let data = secret.data.clone().unwrap_or_default();
     for file in [
-        gateway_dns::certs::CA_CERT_FILE,
-        gateway_dns::certs::TLS_CERT_FILE,
-        gateway_dns::certs::TLS_KEY_FILE,
+        gateway_dns::webhook::certs::CA_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_CERT_FILE,
+        gateway_dns::webhook::certs::TLS_KEY_FILE,
     ] {
         let on_disk = std::fs::read(certs_dir.join(file)).unwrap();
         assert_eq!(
@@ -1180,7 +1158,7 @@ fn check_self_signed(install: &Install, tls_secret: &str, certs_dir: &Path) {
         .expect("caBundle");
     assert_eq!(
         bundle.0,
-        std::fs::read(certs_dir.join(gateway_dns::certs::CA_CERT_FILE)).unwrap(),
+        std::fs::read(certs_dir.join(gateway_dns::webhook::certs::CA_CERT_FILE)).unwrap(),
         "{origin}: caBundle = ca.crt"
     );
 }
@@ -1236,8 +1214,10 @@ impl Deployed {
         );
         Deployed {
             binary,
-            ca_pem: std::fs::read_to_string(tls_dir.join(gateway_dns::certs::CA_CERT_FILE))
-                .unwrap_or_default(),
+            ca_pem: std::fs::read_to_string(
+                tls_dir.join(gateway_dns::webhook::certs::CA_CERT_FILE),
+            )
+            .unwrap_or_default(),
             host: webhook_service_host(install),
             _dir: dir,
         }
@@ -1515,9 +1495,9 @@ fn flags_reference_is_current() {
     let path = repo().join("docs/flags.md");
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
-        on_disk == gateway_dns::cli::flags_markdown(),
+        on_disk == gateway_dns::cmd::flags_doc::flags_markdown(),
         "docs/flags.md is stale: regenerate it with `{}` and commit it",
-        gateway_dns::cli::FLAGS_DOC_COMMAND
+        gateway_dns::cmd::flags_doc::FLAGS_DOC_COMMAND
     );
 }
 
@@ -1813,20 +1793,30 @@ fn secret_file(install: &Install, path: &Path, content: &str, dir: &Path) -> (St
     (mount, dir.to_path_buf())
 }
 
-/// `--once` with the overlay's configuration: exits 0 having converged.
-fn run_once_converged(deployed: &mut Deployed) {
+/// `--once` with an overlay's own configuration, but for its provider's secret file (written
+/// from `secret` where the flag at `secret_path` expects it) and `env_overrides` that point it at
+/// the test's DNS server: it exits 0 having converged, and `dns` answers for the example route.
+fn once_publishes(
+    install: &Install,
+    secret_path: &Path,
+    secret: &str,
+    env_overrides: BTreeMap<String, String>,
+    dns: std::net::SocketAddr,
+) {
+    let secrets = tempfile::tempdir().unwrap();
+    let adaptation = Adaptation {
+        mounts: vec![secret_file(install, secret_path, secret, secrets.path())],
+        env_overrides,
+        extra_args: vec!["--once".into()],
+        ..Adaptation::default()
+    };
+    let mut deployed = Deployed::start_with(install, certs_for_service(install), adaptation);
     let code = deployed.binary.wait_exit(Duration::from_secs(90));
-    assert_eq!(
-        code,
-        Some(0),
-        "gateway-dns --once did not converge: {}",
-        deployed.binary.log()
-    );
-    assert!(
-        deployed.binary.log().contains("converged"),
-        "{}",
-        deployed.binary.log()
-    );
+    let log = deployed.binary.log();
+    assert_eq!(code, Some(0), "gateway-dns --once did not converge: {log}");
+    assert!(log.contains("converged"), "{log}");
+    let answer = crate::support::dig::query(dns, "app.example.com", "A", false);
+    assert_eq!(answer.data("A"), ["203.0.113.10"], "{answer:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1836,29 +1826,21 @@ async fn bind_overlay_configuration_publishes_to_a_real_bind() {
     };
     let serve = parse_serve_args(&effective_args(&install), &install.origin);
     let bind = crate::support::bind::Bind::start(&serve.zones[0], "");
-    let secrets = tempfile::tempdir().unwrap();
-    let adaptation = Adaptation {
-        mounts: vec![secret_file(
-            &install,
-            serve.rfc2136_tsig_secret_file.as_ref().unwrap(),
-            crate::support::bind::SECRET,
-            secrets.path(),
-        )],
-        // The test server's address and key name; everything else is the overlay's.
-        env_overrides: BTreeMap::from([
-            ("GATEWAY_DNS_RFC2136_SERVER".into(), bind.addr().to_string()),
-            (
-                "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME".into(),
-                crate::support::bind::KEY_NAME.into(),
-            ),
-        ]),
-        extra_args: vec!["--once".into()],
-        ..Adaptation::default()
-    };
-    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), adaptation);
-    run_once_converged(&mut deployed);
-    let answer = crate::support::dig::query(bind.addr(), "app.example.com", "A", false);
-    assert_eq!(answer.data("A"), ["203.0.113.10"], "{answer:?}");
+    // The test server's address and key name; everything else is the overlay's.
+    let env_overrides = BTreeMap::from([
+        ("GATEWAY_DNS_RFC2136_SERVER".into(), bind.addr().to_string()),
+        (
+            "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME".into(),
+            crate::support::bind::KEY_NAME.into(),
+        ),
+    ]);
+    once_publishes(
+        &install,
+        serve.rfc2136_tsig_secret_file.as_ref().unwrap(),
+        crate::support::bind::SECRET,
+        env_overrides,
+        bind.addr(),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1868,22 +1850,13 @@ async fn powerdns_overlay_configuration_publishes_through_a_real_powerdns() {
     };
     let serve = parse_serve_args(&effective_args(&install), &install.origin);
     let pdns = crate::support::pdns::Pdns::start(&serve.zones[0], &[]);
-    let secrets = tempfile::tempdir().unwrap();
-    let adaptation = Adaptation {
-        mounts: vec![secret_file(
-            &install,
-            serve.pdns_api_key_file.as_ref().unwrap(),
-            crate::support::pdns::API_KEY,
-            secrets.path(),
-        )],
-        env_overrides: BTreeMap::from([("GATEWAY_DNS_PDNS_SERVER".into(), pdns.api_url())]),
-        extra_args: vec!["--once".into()],
-        ..Adaptation::default()
-    };
-    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), adaptation);
-    run_once_converged(&mut deployed);
-    let answer = crate::support::dig::query(pdns.dns_addr(), "app.example.com", "A", false);
-    assert_eq!(answer.data("A"), ["203.0.113.10"], "{answer:?}");
+    once_publishes(
+        &install,
+        serve.pdns_api_key_file.as_ref().unwrap(),
+        crate::support::pdns::API_KEY,
+        BTreeMap::from([("GATEWAY_DNS_PDNS_SERVER".into(), pdns.api_url())]),
+        pdns.dns_addr(),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

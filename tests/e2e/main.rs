@@ -1,20 +1,17 @@
-//! The one integration test binary: each module covers one area against real components.
+//! The one integration test binary: each module covers one area against real components
+//! (`kube_faults` against the API double, for faults a real API server cannot produce).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod admission;
-mod apiserver_double;
 mod certs;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
 mod helm;
 mod install;
-mod kube_serve;
-mod kube_source;
-mod leader;
-mod replicas;
+mod kube_faults;
 mod serve;
 mod tls;
 mod webhook;

@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use gateway_dns::engine::Config;
 use gateway_dns::index::Index;
+use gateway_dns::metrics::Metrics;
 use gateway_dns::source::files::load_paths;
 use gateway_dns::sync::desired::EngineDesired;
 use gateway_dns::sync::{SyncConfig, Syncer};
@@ -177,10 +177,12 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
     let index = engine_index(work.path());
     let provider =
         Arc::new(gateway_dns::dns::rfc2136::Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let metrics = Arc::new(Metrics::new());
     let syncer = Syncer::new(
         provider,
         Arc::new(EngineDesired::new(index.clone())),
         SyncConfig::new("gateway-dns-test", vec!["example.com".into()]),
+        metrics.clone(),
     );
     syncer.sync_pass().await.unwrap();
     assert_eq!(
@@ -192,7 +194,7 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
         Some(90),
         "the winning route's TTL annotation"
     );
-    let applied_first = syncer.metrics().changes_applied.load(Ordering::Relaxed);
+    let applied_first = metrics.sync_changes("applied");
     assert!(applied_first > 0);
     for pass in 0..10 {
         let report = syncer.sync_pass().await.unwrap();
@@ -206,10 +208,7 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
             ["192.0.2.1"]
         );
     }
-    assert_eq!(
-        syncer.metrics().changes_applied.load(Ordering::Relaxed),
-        applied_first
-    );
+    assert_eq!(metrics.sync_changes("applied"), applied_first);
 
     // Routes change: the older route drops the contested name, the newer one takes it; a
     // removed hostname disappears from DNS.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gateway_dns::certs::{self, GeneratedCerts};
-use gateway_dns::server::WebhookOptions;
-use gateway_dns::tls::{self, CertSource};
+use gateway_dns::webhook::certs::{self, GeneratedCerts};
+use gateway_dns::webhook::state::WebhookOptions;
+use gateway_dns::webhook::tls::{self, CertSource};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 

@@ -1,17 +1,21 @@
 //! The `/validate` envelope, bad input, deadlines, concurrency and the probe routes, over real
-//! HTTPS with a client set up as kube-apiserver.
+//! HTTPS with a client set up as kube-apiserver; what only the routes decide is sent to them
+//! in-process.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gateway_dns::metrics::EvaluationErrorKind;
-use gateway_dns::server::{self, WebhookOptions};
-use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, MAX_WARNINGS_BYTES};
+use gateway_dns::webhook::encode::MAX_WARNINGS_BYTES;
+use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest};
+use gateway_dns::webhook::server;
+use gateway_dns::webhook::state::{self, WebhookOptions};
 use hyper::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::webhook::{
-    HttpsConnection, TestHandler, TestWebhook, VALIDATE_PATH, post_review, review, service_host,
+    HttpsConnection, InProcess, TestHandler, TestWebhook, VALIDATE_PATH, post_review, review,
+    service_host,
 };
 
 async fn start_default() -> TestWebhook {
@@ -128,9 +132,9 @@ async fn warnings_are_kept_verbatim_until_4096_characters_then_counted() {
     assert_eq!(summary, &format!("... {} more warnings", 500 - kept.len()));
 }
 
-/// Sends one raw request on a fresh connection and checks the JSON error answer.
+/// Sends one request through the routes and checks the JSON error answer.
 async fn expect_error(
-    webhook: &TestWebhook,
+    webhook: &InProcess,
     method: Method,
     path: &str,
     content_type: Option<&str>,
@@ -138,14 +142,10 @@ async fn expect_error(
     expected: StatusCode,
     needle: &str,
 ) {
-    let mut connection = webhook.connect().await;
     let headers: Vec<(&str, &str)> = content_type
         .map(|value| vec![("content-type", value)])
         .unwrap_or_default();
-    let reply = connection
-        .send(method.clone(), path, &headers, body)
-        .await
-        .unwrap();
+    let reply = webhook.send(method.clone(), path, &headers, body).await;
     assert_eq!(reply.status, expected, "{method} {path}: {:?}", reply.body);
     assert_eq!(reply.headers["content-type"], "application/json");
     let error = reply.json()["error"]
@@ -160,7 +160,7 @@ async fn expect_error(
 
 #[tokio::test]
 async fn bad_input_gets_an_http_error_with_a_json_body() {
-    let webhook = start_default().await;
+    let webhook = InProcess::new(Arc::new(TestHandler), WebhookOptions::default());
     let json = Some("application/json");
     let envelope = |value: Value| serde_json::to_vec(&value).unwrap();
     let cases: Vec<(&str, Vec<u8>, StatusCode, &str)> = vec![
@@ -208,7 +208,7 @@ async fn bad_input_gets_an_http_error_with_a_json_body() {
         ),
         (
             "over 3 MiB",
-            vec![b' '; server::DEFAULT_MAX_BODY_BYTES + 1],
+            vec![b' '; state::DEFAULT_MAX_BODY_BYTES + 1],
             StatusCode::PAYLOAD_TOO_LARGE,
             "exceeds",
         ),
@@ -275,7 +275,7 @@ async fn bad_input_gets_an_http_error_with_a_json_body() {
     // A body exactly at the limit is read (and then judged on its content, not its size).
     let mut at_limit =
         b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}".to_vec();
-    at_limit.resize(server::DEFAULT_MAX_BODY_BYTES, b' ');
+    at_limit.resize(state::DEFAULT_MAX_BODY_BYTES, b' ');
     expect_error(
         &webhook,
         Method::POST,
@@ -288,16 +288,14 @@ async fn bad_input_gets_an_http_error_with_a_json_body() {
     .await;
 
     // A charset parameter is fine.
-    let mut connection = webhook.connect().await;
-    let reply = connection
+    let reply = webhook
         .send(
             Method::POST,
             VALIDATE_PATH,
             &[("content-type", "application/json; charset=utf-8")],
             valid,
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["response"]["uid"], "ct");
 }
@@ -312,7 +310,7 @@ async fn an_oversized_body_over_http2_is_refused_too() {
             Method::POST,
             VALIDATE_PATH,
             &[("content-type", "application/json")],
-            vec![b'x'; server::DEFAULT_MAX_BODY_BYTES + 10],
+            vec![b'x'; state::DEFAULT_MAX_BODY_BYTES + 10],
         )
         .await
         .unwrap();
@@ -383,11 +381,20 @@ async fn a_slow_handler_is_answered_allowed_at_the_deadline() {
 async fn a_panicking_handler_is_answered_allowed_and_the_connection_survives() {
     let webhook = start_default().await;
     let mut connection = webhook.connect().await;
-    let (status, body) = connection
+    let answer = connection
         .post_review(&review("boom", "web", "panic"))
         .await;
+    assert_allowed_after_a_panic(answer, "boom", &webhook);
+    let (_, body) = connection.post_review(&review("next", "web", "deny")).await;
+    assert_eq!(body["response"]["allowed"], false);
+}
+
+/// A handler panicked on review `uid`: the answer is still 200 and allowed, with the
+/// EvaluationError warning, and the panic is counted once.
+fn assert_allowed_after_a_panic(answer: (StatusCode, Value), uid: &str, webhook: &TestWebhook) {
+    let (status, body) = answer;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["response"]["uid"], "boom");
+    assert_eq!(body["response"]["uid"], uid);
     assert_eq!(body["response"]["allowed"], true);
     assert_eq!(
         warnings(&body),
@@ -399,15 +406,13 @@ async fn a_panicking_handler_is_answered_allowed_and_the_connection_survives() {
             .evaluation_errors(EvaluationErrorKind::Panic),
         1
     );
-    let (_, body) = connection.post_review(&review("next", "web", "deny")).await;
-    assert_eq!(body["response"]["allowed"], false);
 }
 
 /// The test handler, declared quick: the server runs it on the request's own task.
 struct QuickHandler;
 
 impl AdmissionHandler for QuickHandler {
-    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::review::Verdict {
         TestHandler.handle(request)
     }
     fn is_quick(&self, _request: &AdmissionRequest) -> bool {
@@ -426,20 +431,8 @@ async fn a_quick_handler_runs_inline_with_the_same_answers_and_panic_safety() {
         warned["response"]["warnings"].as_array().map(Vec::len),
         Some(2)
     );
-    let (status, body) = connection.post_review(&review("q3", "web", "panic")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["response"]["uid"], "q3");
-    assert_eq!(body["response"]["allowed"], true);
-    assert_eq!(
-        warnings(&body),
-        ["EvaluationError: gateway-dns failed while evaluating this object; allowed"]
-    );
-    assert_eq!(
-        webhook
-            .metrics
-            .evaluation_errors(EvaluationErrorKind::Panic),
-        1
-    );
+    let answer = connection.post_review(&review("q3", "web", "panic")).await;
+    assert_allowed_after_a_panic(answer, "q3", &webhook);
     let (_, body) = connection.post_review(&review("q4", "web", "allow")).await;
     assert_eq!(
         body["response"]["allowed"], true,
@@ -544,7 +537,7 @@ async fn readyz_waits_for_the_sources_and_healthz_does_not() {
     let webhook = TestWebhook::start_with(
         Arc::new(TestHandler),
         WebhookOptions::default(),
-        gateway_dns::tls::CertSource::InMemory {
+        gateway_dns::webhook::tls::CertSource::InMemory {
             service: crate::support::webhook::SERVICE.into(),
             namespace: crate::support::webhook::NAMESPACE.into(),
             ca_out: directory.path().join("ca.crt"),
@@ -647,53 +640,38 @@ async fn plain_get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[tokio::test]
 async fn the_baseline_route_exists_only_when_enabled() {
-    let webhook = start_default().await;
     let body = serde_json::to_vec(&review("b", "web", "allow")).unwrap();
-    let mut connection = webhook.connect().await;
-    let reply = connection
-        .send(
-            Method::POST,
-            "/baseline-allow",
-            &[("content-type", "application/json")],
-            body.clone(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(reply.status, StatusCode::NOT_FOUND);
-
-    let options = WebhookOptions {
-        enable_baseline_route: true,
-        ..WebhookOptions::default()
-    };
-    let webhook = TestWebhook::start(Arc::new(TestHandler), options).await;
-    let mut connection = webhook.connect().await;
-    let reply = connection
-        .send(
-            Method::POST,
-            "/baseline-allow",
-            &[("content-type", "application/json")],
-            body,
-        )
-        .await
-        .unwrap();
-    assert_eq!(reply.status, StatusCode::OK);
-    assert_eq!(reply.json()["response"]["allowed"], true);
+    for (enabled, status) in [(false, StatusCode::NOT_FOUND), (true, StatusCode::OK)] {
+        let options = WebhookOptions {
+            enable_baseline_route: enabled,
+            ..WebhookOptions::default()
+        };
+        let webhook = InProcess::new(Arc::new(TestHandler), options);
+        let reply = webhook
+            .send(
+                Method::POST,
+                "/baseline-allow",
+                &[("content-type", "application/json")],
+                body.clone(),
+            )
+            .await;
+        assert_eq!(reply.status, status, "enabled: {enabled}");
+        if enabled {
+            assert_eq!(reply.json()["response"]["allowed"], true);
+        }
+    }
 }
 
 #[tokio::test]
 async fn a_closure_can_be_the_handler() {
     let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &AdmissionRequest| {
-        let operation = request.operation.clone();
-        gateway_dns::webhook::Verdict::allow_with_warnings(vec![format!("Seen: {operation}")])
+        let operation = request.operation;
+        gateway_dns::webhook::review::Verdict::allow_with_warnings(vec![format!(
+            "Seen: {operation}"
+        )])
     });
-    let webhook = TestWebhook::start(handler, WebhookOptions::default()).await;
-    let (_, body) = post_review(
-        webhook.addr,
-        &webhook.ca_pem,
-        &service_host(),
-        &review("c", "web", "deny"),
-    )
-    .await;
+    let webhook = InProcess::new(handler, WebhookOptions::default());
+    let (_, body) = webhook.post_review(&review("c", "web", "deny")).await;
     assert_eq!(warnings(&body), ["Seen: CREATE"]);
 }
 
@@ -721,24 +699,25 @@ async fn shutdown_lets_an_open_request_finish() {
 #[tokio::test]
 async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
     let directory = tempfile::tempdir().unwrap();
-    let first = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
-    let second = gateway_dns::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    let first = gateway_dns::webhook::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
+    let second =
+        gateway_dns::webhook::certs::generate("gateway-dns", "gateway-dns-system").unwrap();
     std::fs::write(directory.path().join("tls.crt"), &first.cert_pem).unwrap();
     std::fs::write(directory.path().join("tls.key"), &second.key_pem).unwrap();
-    let files = gateway_dns::tls::CertSource::Files {
+    let files = gateway_dns::webhook::tls::CertSource::Files {
         cert_path: directory.path().join("tls.crt"),
         key_path: directory.path().join("tls.key"),
         poll_interval: Duration::from_secs(2),
     };
     let state = |readiness| {
-        server::WebhookState::new(
+        state::WebhookState::new(
             Arc::new(TestHandler),
             Arc::new(gateway_dns::metrics::Metrics::new()),
             readiness,
             WebhookOptions::default(),
         )
     };
-    let readiness = server::Readiness::new();
+    let readiness = state::Readiness::new();
     let error = server::run_webhook(
         "127.0.0.1:0".parse().unwrap(),
         files.clone(),
@@ -750,7 +729,7 @@ async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
     assert!(
         matches!(
             error,
-            server::Error::Tls(gateway_dns::tls::Error::KeyMismatch(_))
+            server::Error::Tls(gateway_dns::webhook::tls::Error::KeyMismatch(_))
         ),
         "{error:?}"
     );

@@ -1,9 +1,10 @@
-//! Attachment (DESIGN.md §1): allowedRoutes namespaces and kinds, the protocol of each route
+//! Attachment (ARCHITECTURE.md, "Attachment"): allowedRoutes namespaces and kinds, the protocol of each route
 //! kind, sectionName and port, ListenerSets and allowedListeners, the two attachment modes, and
 //! the external-dns annotations.
 
+use gateway_dns::engine::Outcome;
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::attachments;
-use gateway_dns::engine::plan::Plan;
 use gateway_dns::engine::{Action, AttachmentMode, Config, Reason};
 use gateway_dns::model::{ObjectKey, ObjectKind};
 use serde_json::{Value, json};
@@ -32,7 +33,7 @@ fn attaches_from_apps(namespaces: Value, apps_labels: Option<Value>) -> bool {
     if let Some(labels) = apps_labels {
         objects.push(namespace("apps", labels));
     }
-    let got = plan_default(&objects);
+    let got = settle_default(&objects);
     let attached = !got.records.is_empty();
     let refused = got
         .violations
@@ -50,7 +51,7 @@ fn allowed_routes_same_is_the_default() {
         Some(json!({}))
     ));
     // The same route in the Gateway's namespace attaches.
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         gateway_allowing(json!({"from": "Same"})),
         http_route("infra", "r", on("gw1"), &["a.example.com"]),
@@ -154,7 +155,7 @@ fn allowed_routes_kinds() {
         )
     };
     let route = http_route("apps", "r", on("gw1"), &["a.example.com"]);
-    let grpc_only = plan_default(&[
+    let grpc_only = settle_default(&[
         infra(),
         apps(),
         with_kinds(json!([{"kind": "GRPCRoute"}])),
@@ -168,7 +169,7 @@ fn allowed_routes_kinds() {
         "spec.parentRefs[0]",
         &["infra/gw1", "GRPCRoute"],
     );
-    let other_group = plan_default(&[
+    let other_group = settle_default(&[
         infra(),
         apps(),
         with_kinds(json!([{"group": "example.io", "kind": "HTTPRoute"}])),
@@ -178,7 +179,7 @@ fn allowed_routes_kinds() {
         only_violation(&other_group, "HTTPRoute/apps/r").reason,
         Reason::NotAllowedByListeners
     );
-    let listed = plan_default(&[
+    let listed = settle_default(&[
         infra(),
         apps(),
         with_kinds(
@@ -239,13 +240,13 @@ fn protocol_mismatch_is_not_allowed_by_listeners() {
         json!([listener("udp", "UDP", None)]),
         &[GW1],
     );
-    let plan = plan_default(&[
+    let outcome = settle_default(&[
         infra(),
         apps(),
         gw,
         route("TLSRoute", "apps", "t", on("gw1"), &["t.example.com"]),
     ]);
-    let v = only_violation(&plan, "TLSRoute/apps/t");
+    let v = only_violation(&outcome, "TLSRoute/apps/t");
     assert_finding(
         v,
         Reason::NotAllowedByListeners,
@@ -273,7 +274,7 @@ fn three_listener_gateway() -> Value {
 
 /// Names published by a hostless route whose only parentRef is `parent_ref`, and its findings.
 fn through(parent_ref: Value) -> (Vec<String>, Vec<(Reason, String)>) {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         three_listener_gateway(),
@@ -331,7 +332,7 @@ fn section_name_and_port_narrow_the_listeners() {
 #[test]
 fn parent_ref_defaults_group_kind_and_namespace() {
     // No namespace: the route's own. Explicit group/kind as defaults: same thing.
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         simple_gateway("infra", "gw1", None, &[GW1]),
         http_route(
@@ -373,8 +374,8 @@ fn gateway_with_allowed_listeners(allowed: Option<Value>) -> Value {
 }
 
 /// Records and violations of a route on ListenerSet `team/ls` under a Gateway with `allowed`.
-fn via_listener_set(allowed: Option<Value>, cfg: Config) -> Plan {
-    plan(
+fn via_listener_set(allowed: Option<Value>, cfg: Config) -> Outcome {
+    settle(
         cfg,
         &[
             infra(),
@@ -437,7 +438,7 @@ fn listener_sets_admitted_by_all_same_and_selector() {
         }
     }
     // Same admits a ListenerSet in the Gateway's own namespace.
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         gateway_with_allowed_listeners(Some(json!({"from": "Same"}))),
         listener_set("infra", "ls", ("infra", "gw1"), "*.team.example.com"),
@@ -463,7 +464,7 @@ fn listener_sets_off_ignores_them() {
 
 #[test]
 fn gateway_parent_does_not_reach_listener_set_listeners() {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         namespace("team", json!({})),
         gateway_with_allowed_listeners(Some(json!({"from": "All"}))),
@@ -481,7 +482,7 @@ fn listener_set_rejected_by_its_controller_is_refused() {
         &["status", "conditions"],
         json!([{"type": "Accepted", "status": "False"}]),
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         gateway_with_allowed_listeners(Some(json!({"from": "All"}))),
         ls,
@@ -500,7 +501,7 @@ fn listener_set_rejected_by_its_controller_is_refused() {
 
 #[test]
 fn listener_set_unknown_or_orphaned_is_parent_not_found() {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         listener_set("infra", "orphan", ("infra", "gone"), "*.example.com"),
         http_route(
@@ -549,7 +550,7 @@ fn two_gateway_world(route: Value) -> Vec<Value> {
 }
 
 fn gateways_published(cfg: Config, route: Value) -> Vec<String> {
-    let got = plan(cfg, &two_gateway_world(route));
+    let got = settle(cfg, &two_gateway_world(route));
     got.records
         .iter()
         .flat_map(|r| r.gateways.clone())
@@ -618,7 +619,7 @@ fn status_mode_still_applies_listener_rules() {
         &["status", "parents"],
         json!([status_parent("gw2", "True", None)]),
     );
-    let got = plan(status, &two_gateway_world(r));
+    let got = settle(status, &two_gateway_world(r));
     assert!(got.records.is_empty());
     assert_eq!(
         only_violation(&got, "HTTPRoute/apps/r").reason,
@@ -673,7 +674,7 @@ fn hostname_annotation_with_both_prefixes() {
             json!([listener("tcp", "TCP", None)]),
             &[GW1],
         );
-        let got = plan_default(&[infra(), apps(), gw, r]);
+        let got = settle_default(&[infra(), apps(), gw, r]);
         let names: Vec<_> = got.records.iter().map(|r| r.dns_name.as_str()).collect();
         assert_eq!(names, ["db.example.com", "db2.example.com"], "{key}");
         assert!(got.violations.is_empty(), "{key}: {:#?}", got.violations);
@@ -691,7 +692,7 @@ fn current_annotation_prefix_wins_over_the_older_one() {
         "external-dns.alpha.kubernetes.io/hostname",
         "old.example.com",
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", None, &[GW1]),
@@ -708,7 +709,7 @@ fn annotation_hostnames_are_filtered_by_listener_hostnames() {
         "external-dns.kubernetes.io/hostname",
         "b.example.com,c.example.org",
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
@@ -739,7 +740,7 @@ fn ttl_annotation() {
             "external-dns.alpha.kubernetes.io/ttl",
             value,
         );
-        let got = plan_default(&[
+        let got = settle_default(&[
             infra(),
             apps(),
             simple_gateway("infra", "gw1", None, &[GW1]),
@@ -756,7 +757,7 @@ fn target_annotation_on_gateway_replaces_its_addresses() {
         "external-dns.kubernetes.io/target",
         "198.51.100.7,2001:db8::7",
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         gw,
@@ -775,7 +776,7 @@ fn target_annotation_on_gateway_replaces_its_addresses() {
         "external-dns.alpha.kubernetes.io/target",
         "LB.Example.NET.",
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         lb,
@@ -799,7 +800,7 @@ fn target_annotation_on_listener_set_replaces_the_gateways_addresses() {
         "external-dns.kubernetes.io/target",
         "198.51.100.9",
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         gateway_with_allowed_listeners(Some(json!({"from": "Same"}))),
         ls,
@@ -839,7 +840,7 @@ fn gateway_hostname_source_annotation() {
                 source,
             );
         }
-        let got = plan_default(&[
+        let got = settle_default(&[
             infra(),
             apps(),
             simple_gateway("infra", "gw1", None, &[GW1]),
@@ -868,7 +869,7 @@ fn ignore_hostname_annotation_flag() {
         simple_gateway("infra", "gw1", None, &[GW1]),
         r,
     ];
-    let got = plan(
+    let got = settle(
         Config {
             ignore_hostname_annotation: true,
             ..Config::default()
@@ -891,7 +892,7 @@ fn tcp_and_udp_routes_take_no_spec_hostnames() {
         ]),
         &[GW1],
     );
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         gw,

@@ -1,5 +1,5 @@
 //! `gateway-dns check` as a user runs it: the built binary over files, directories and stdin,
-//! its JSON and text output and its exit codes (DESIGN.md §4).
+//! its JSON and text output and its exit codes (ARCHITECTURE.md, "Stable interfaces").
 
 use std::io::Write;
 use std::path::Path;
@@ -81,9 +81,9 @@ fn route_yaml(name: &str, hostname: &str) -> String {
     )
 }
 
-/// (dnsName, recordType, targets) of a JSON plan.
-fn records(plan: &Value) -> Vec<(String, String, Vec<String>)> {
-    plan["records"]
+/// (dnsName, recordType, targets) of a JSON outcome.
+fn records(outcome: &Value) -> Vec<(String, String, Vec<String>)> {
+    outcome["records"]
         .as_array()
         .unwrap()
         .iter()
@@ -102,8 +102,8 @@ fn records(plan: &Value) -> Vec<(String, String, Vec<String>)> {
         .collect()
 }
 
-fn names(plan: &Value) -> Vec<String> {
-    records(plan).into_iter().map(|(n, _, _)| n).collect()
+fn names(outcome: &Value) -> Vec<String> {
+    records(outcome).into_iter().map(|(n, _, _)| n).collect()
 }
 
 // ---------------------------------------------------------------- the example cluster
@@ -112,9 +112,9 @@ fn names(plan: &Value) -> Vec<String> {
 fn example_cluster_story() {
     let out = run(&["check", "--output", "json", "examples/cluster"]);
     assert_eq!(out.code, 1, "a denial exits 1; stderr: {}", out.stderr);
-    let plan = json_of(&out);
+    let outcome = json_of(&out);
     assert_eq!(
-        plan["records"],
+        outcome["records"],
         json!([
             {"dnsName": "a.example.com", "recordType": "A", "targets": ["203.0.113.10"], "ttl": null,
              "gateways": ["infra/gw1"], "routes": ["HTTPRoute/apps/a1", "HTTPRoute/apps/a2"]},
@@ -122,7 +122,7 @@ fn example_cluster_story() {
              "gateways": ["infra/gw1"], "routes": ["HTTPRoute/apps/b1"]},
         ])
     );
-    let violations = plan["violations"].as_array().unwrap();
+    let violations = outcome["violations"].as_array().unwrap();
     assert_eq!(violations.len(), 2, "{violations:#?}");
     let b2 = &violations[0];
     assert_eq!(b2["reason"], "HostnameConflict");
@@ -150,14 +150,14 @@ fn example_cluster_story() {
 
 #[test]
 fn json_shape_is_the_stable_interface() {
-    let plan = json_of(&run(&["check", "--output", "json", "examples/cluster"]));
+    let outcome = json_of(&run(&["check", "--output", "json", "examples/cluster"]));
     let keys = |v: &Value| {
         let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         k.sort();
         k
     };
-    assert_eq!(keys(&plan), ["records", "violations"]);
-    for record in plan["records"].as_array().unwrap() {
+    assert_eq!(keys(&outcome), ["records", "violations"]);
+    for record in outcome["records"].as_array().unwrap() {
         assert_eq!(
             keys(record),
             [
@@ -170,8 +170,8 @@ fn json_shape_is_the_stable_interface() {
             ]
         );
     }
-    for violation in plan["violations"].as_array().unwrap() {
-        // DESIGN.md §4's keys, plus `field` (the field path the admission answer also carries).
+    for violation in outcome["violations"].as_array().unwrap() {
+        // The stable keys (ARCHITECTURE.md, "Stable interfaces"), plus `field` (the field path the admission answer also carries).
         assert_eq!(
             keys(violation),
             ["action", "field", "hostname", "message", "object", "reason"]
@@ -250,21 +250,18 @@ fn no_colour_even_when_forced_off_by_no_color() {
 #[test]
 fn records_and_targets_are_sorted() {
     let dir = tempfile::tempdir().unwrap();
-    let gateways = "\
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: infra}
-spec:
-  listeners:
-  - {name: web, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
-status:
-  addresses:
+    // The Gateway of every test, with addresses out of order.
+    let gateways = GATEWAY_YAML.replace(
+        "  addresses: [{type: IPAddress, value: 192.0.2.10}]\n",
+        "  addresses:
   - {type: IPAddress, value: 2001:db8::2}
   - {type: IPAddress, value: 192.0.2.20}
   - {type: IPAddress, value: 2001:db8::1}
   - {type: IPAddress, value: 192.0.2.10}
-";
-    write(dir.path(), "gw.yaml", gateways);
+",
+    );
+    assert_ne!(gateways, GATEWAY_YAML);
+    write(dir.path(), "gw.yaml", &gateways);
     let routes = ["z", "b", "m", "a"]
         .iter()
         .map(|n| route_yaml(n, &format!("{n}.example.com")))
@@ -305,10 +302,10 @@ fn exit_zero_without_denials() {
     );
     let out = run(&["check", "--output", "json", dir.path().to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let plan = json_of(&out);
-    assert_eq!(names(&plan), ["ok.example.com"]);
-    assert_eq!(plan["violations"][0]["reason"], "ParentNotFound");
-    assert_eq!(plan["violations"][0]["action"], "warn");
+    let outcome = json_of(&out);
+    assert_eq!(names(&outcome), ["ok.example.com"]);
+    assert_eq!(outcome["violations"][0]["reason"], "ParentNotFound");
+    assert_eq!(outcome["violations"][0]["action"], "warn");
 
     let text = run(&["check", dir.path().to_str().unwrap()]);
     assert_eq!(text.code, 0);
@@ -331,7 +328,7 @@ fn malformed_yaml_exits_2_naming_file_and_document() {
     assert_eq!(out.code, 2, "stdout: {}", out.stdout);
     assert!(
         out.stdout.is_empty(),
-        "no plan on input errors: {}",
+        "no outcome on input errors: {}",
         out.stdout
     );
     assert!(out.stderr.contains(&file), "{}", out.stderr);
@@ -537,9 +534,9 @@ fn engine_flags_reach_the_engine() {
     };
     let warn = with_flags(&["--mode", "warn"]);
     assert_eq!(warn.code, 0, "warn mode denies nothing");
-    let plan = json_of(&warn);
+    let outcome = json_of(&warn);
     assert!(
-        plan["violations"]
+        outcome["violations"]
             .as_array()
             .unwrap()
             .iter()
@@ -563,17 +560,17 @@ fn engine_flags_reach_the_engine() {
         "NoMatchingListenerHostname=ignore",
     ]);
     assert_eq!(overridden.code, 0);
-    let plan = json_of(&overridden);
-    assert_eq!(plan["violations"].as_array().unwrap().len(), 1);
-    assert_eq!(plan["violations"][0]["action"], "warn");
+    let outcome = json_of(&overridden);
+    assert_eq!(outcome["violations"].as_array().unwrap().len(), 1);
+    assert_eq!(outcome["violations"][0]["action"], "warn");
 
     let exclude = with_flags(&["--conflict-resolution", "exclude"]);
     assert_eq!(names(&json_of(&exclude)), ["a.example.com"]);
 
     let only_gw2 = with_flags(&["--gateway-name", "gw2"]);
-    let plan = json_of(&only_gw2);
-    assert_eq!(names(&plan), ["b.example.com"]);
-    assert_eq!(plan["records"][0]["targets"], json!(["203.0.113.20"]));
+    let outcome = json_of(&only_gw2);
+    assert_eq!(names(&outcome), ["b.example.com"]);
+    assert_eq!(outcome["records"][0]["targets"], json!(["203.0.113.20"]));
 
     let elsewhere = with_flags(&["--namespace", "elsewhere"]);
     assert_eq!(elsewhere.code, 0);

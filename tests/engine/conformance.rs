@@ -1,5 +1,5 @@
-//! Gateway API conformance hostname cases (`../shared/cases/gateway-api-conformance-hostnames.yaml`,
-//! read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
+//! Gateway API conformance hostname cases (the shared reference case
+//! `gateway-api-conformance-hostnames.yaml`, read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
 //! and check which listeners each route attaches to and which hostnames it gets there
 //! (`engine::attach::attachments`) against the file's `derived_intersections` and `expected`.
 //!
@@ -11,10 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::{attachments, evaluate_route};
-use gateway_dns::engine::hostname::{intersect, normalize};
+use gateway_dns::engine::hostname::intersect;
 use gateway_dns::engine::{Config, Reason};
 use gateway_dns::index::Snapshot;
+use gateway_dns::model::dns_name::parse_hostname;
 use gateway_dns::model::{ObjectKey, ObjectKind};
 use serde_json::{Value, json};
 
@@ -365,7 +367,7 @@ fn check_test(test: &Value) -> Vec<String> {
         let hostnames: Vec<String> = list(route, "hostnames")
             .iter()
             .filter_map(Value::as_str)
-            .filter_map(|h| normalize(h).ok())
+            .filter_map(|h| parse_hostname(h).ok().map(String::from))
             .collect();
         if attached.is_empty() || hostnames.is_empty() {
             continue;

@@ -1,5 +1,5 @@
-//! external-dns parity: `../shared/tools/extdns-compare` over `../shared/cases/extdns-visible.yaml`
-//! with the built binary. It must end with `0 failed`, and skip only FQDN-template cases and unit
+//! external-dns parity: the shared `extdns-compare` tool over the shared reference case
+//! `extdns-visible.yaml`, with the built binary. It must end with `0 failed`, and skip only FQDN-template cases and unit
 //! cases (those are ported in `unit_cases.rs`).
 
 use std::process::Command;

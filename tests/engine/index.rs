@@ -1,12 +1,13 @@
 //! The index: any sequence of apply / delete / reset leaves the same state (evaluations, claims,
-//! plan) as building a snapshot from the final set of objects at once; and the webhook's
+//! outcome) as building a snapshot from the final set of objects at once; and the webhook's
 //! newcomer rule (`newcomer_conflicts`): a route under review never displaces the incumbent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use gateway_dns::engine::World;
 use gateway_dns::engine::attach::evaluate_route;
-use gateway_dns::engine::plan::{full_plan, newcomer_conflicts};
+use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::engine::{Action, Config, MODE_LABEL, Reason};
 use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::{Object, ObjectKey, ObjectKind};
@@ -180,7 +181,7 @@ fn assert_same_state(incremental: &Snapshot, fresh: &Snapshot) -> Result<(), Tes
             name
         );
     }
-    prop_assert_eq!(full_plan(incremental), full_plan(fresh));
+    prop_assert_eq!(settle_all(incremental), settle_all(fresh));
     Ok(())
 }
 
@@ -259,15 +260,15 @@ proptest! {
 fn pool_exercises_claims_conflicts_and_listener_sets() {
     // Guards the property test: its objects must produce conflicts and ListenerSet claims.
     let pool: Vec<Object> = pool().iter().map(decode).collect();
-    let plan_of = |indices: &[usize]| {
+    let outcome_of = |indices: &[usize]| {
         let objects = indices.iter().map(|i| pool[*i].clone());
-        full_plan(&Snapshot::from_objects(
+        settle_all(&Snapshot::from_objects(
             Arc::new(Config::default()),
             objects,
         ))
     };
     // apps, gw1 (*.example.com), gw2, r1 on gw1 and r2 on gw2, both a.example.com.
-    let conflict = plan_of(&[2, 5, 8, 14, 17]);
+    let conflict = outcome_of(&[2, 5, 8, 14, 17]);
     assert!(
         conflict
             .violations
@@ -276,7 +277,7 @@ fn pool_exercises_claims_conflicts_and_listener_sets() {
         "{conflict:#?}"
     );
     // apps, gw1 (allows all ListenerSets), ls1 on gw1, r2 on ls1.
-    let via_set = plan_of(&[2, 5, 10, 19]);
+    let via_set = outcome_of(&[2, 5, 10, 19]);
     assert!(
         via_set
             .records
@@ -302,8 +303,8 @@ fn delete_of_an_absent_object_is_a_no_op() {
         snap.delete(&ObjectKey::new(kind, "apps", "absent"));
     }
     assert_eq!(
-        full_plan(&snap),
-        full_plan(&Snapshot::from_objects(cfg, objects))
+        settle_all(&snap),
+        settle_all(&Snapshot::from_objects(cfg, objects))
     );
 }
 
@@ -325,8 +326,8 @@ fn with_applied_leaves_the_original_untouched() {
         json!([{"name": "gw"}]),
         &["a.example.com"],
     )));
-    assert!(full_plan(&base).records.is_empty());
-    assert_eq!(full_plan(&next).records.len(), 1);
+    assert!(settle_all(&base).records.is_empty());
+    assert_eq!(settle_all(&next).records.len(), 1);
 }
 
 // ---------------------------------------------------------------- newcomer_conflicts

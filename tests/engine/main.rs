@@ -1,8 +1,8 @@
-//! The rule engine and `gateway-dns check`, tested from the outside (issue 2's "Tests it must
-//! have"). One test binary: `cargo test --test engine`.
+//! The rule engine and `gateway-dns check`, tested from the outside, and the import rules of
+//! ARCHITECTURE.md. One test binary: `cargo test --test engine`.
 //!
-//! Tests that read `../shared` (the reference cases and the extdns-compare tool) look for it next
-//! to the crate, or where `GATEWAY_DNS_SHARED_DIR` points; when it is absent they fail saying so.
+//! Tests that read the shared reference cases and the extdns-compare tool look for them where
+//! `objects::shared_dir` says; when they are absent those tests fail saying so.
 
 mod attachment;
 mod cli;
@@ -10,6 +10,7 @@ mod conformance;
 mod decoders;
 mod extdns;
 mod index;
+mod layers;
 mod objects;
 mod props;
 mod rules;

@@ -1,10 +1,11 @@
 //! Builders for the Kubernetes objects the tests feed the engine (as JSON, decoded with the one
-//! decoder every source uses), and small readers over plans.
+//! decoder every source uses), and small readers over outcomes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gateway_dns::engine::plan::{Plan, full_plan};
+use gateway_dns::engine::Outcome;
+use gateway_dns::engine::settle::settle_all;
 use gateway_dns::engine::{Action, Config, Reason, Violation};
 use gateway_dns::index::Snapshot;
 use gateway_dns::model::{self, Object};
@@ -138,36 +139,38 @@ pub fn snapshot(cfg: Config, values: &[Value]) -> Snapshot {
     Snapshot::from_objects(Arc::new(cfg), decode_all(values))
 }
 
-pub fn plan(cfg: Config, values: &[Value]) -> Plan {
-    full_plan(&snapshot(cfg, values))
+pub fn settle(cfg: Config, values: &[Value]) -> Outcome {
+    settle_all(&snapshot(cfg, values))
 }
 
-pub fn plan_default(values: &[Value]) -> Plan {
-    plan(Config::default(), values)
+pub fn settle_default(values: &[Value]) -> Outcome {
+    settle(Config::default(), values)
 }
 
-pub fn violations_of<'a>(plan: &'a Plan, object: &str) -> Vec<&'a Violation> {
-    plan.violations
+pub fn violations_of<'a>(outcome: &'a Outcome, object: &str) -> Vec<&'a Violation> {
+    outcome
+        .violations
         .iter()
         .filter(|v| v.object == object)
         .collect()
 }
 
 /// The one violation of `object`; fails listing everything when there is not exactly one.
-pub fn only_violation<'a>(plan: &'a Plan, object: &str) -> &'a Violation {
-    let found = violations_of(plan, object);
+pub fn only_violation<'a>(outcome: &'a Outcome, object: &str) -> &'a Violation {
+    let found = violations_of(outcome, object);
     assert_eq!(
         found.len(),
         1,
         "expected exactly one violation for {object}, got {:#?}",
-        plan.violations
+        outcome.violations
     );
     found[0]
 }
 
 /// (dnsName, type, targets) of every record, for compact assertions.
-pub fn record_summary(plan: &Plan) -> Vec<(String, &'static str, Vec<String>)> {
-    plan.records
+pub fn record_summary(outcome: &Outcome) -> Vec<(String, &'static str, Vec<String>)> {
+    outcome
+        .records
         .iter()
         .map(|r| {
             (
@@ -183,22 +186,23 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `../shared` next to the crate (or `GATEWAY_DNS_SHARED_DIR`). Fails the test when it is absent:
-/// a checkout without the shared cases must not pass these tests silently.
+/// The shared reference cases and tools: `GATEWAY_DNS_SHARED_DIR`, else the `shared` folder beside
+/// the checkout. Fails the test when it is absent: a checkout without the shared cases must not
+/// pass these tests silently.
 pub fn shared_dir() -> PathBuf {
     let dir = std::env::var_os("GATEWAY_DNS_SHARED_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate_dir().join("..").join("shared"));
     assert!(
         dir.join("cases").is_dir(),
-        "the shared cases are missing: {} has no cases/ directory (expected ../shared next to the \
-         crate; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
+        "the shared cases are missing: {} has no cases/ directory (expected a shared folder \
+         beside the checkout; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
         dir.display()
     );
     dir
 }
 
-/// A YAML file under `../shared/cases`, as JSON values.
+/// A YAML file of the shared reference cases, as JSON values.
 pub fn shared_case_file(name: &str) -> Value {
     let path = shared_dir().join("cases").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {

@@ -5,11 +5,10 @@
 use std::sync::Arc;
 
 use gateway_dns::engine::Config;
-use gateway_dns::engine::hostname::{
-    intersect, is_dns1123_domain, is_wildcard, matches, normalize,
-};
-use gateway_dns::engine::plan::full_plan;
+use gateway_dns::engine::hostname::{intersect, is_wildcard, matches};
+use gateway_dns::engine::settle::settle_all;
 use gateway_dns::index::Snapshot;
+use gateway_dns::model::dns_name::{is_dns1123_domain, parse_hostname};
 use gateway_dns::model::{Object, decode_value};
 use gateway_dns::source::files::{Loaded, parse_text};
 use proptest::prelude::*;
@@ -43,7 +42,9 @@ fn hostnameish() -> impl Strategy<Value = String> {
 
 /// A normalized pattern (exact or wildcard) or unset.
 fn pattern() -> impl Strategy<Value = Option<String>> {
-    prop::option::of(hostnameish().prop_filter_map("valid hostnames only", |h| normalize(&h).ok()))
+    prop::option::of(hostnameish().prop_filter_map("valid hostnames only", |h| {
+        parse_hostname(&h).ok().map(String::from)
+    }))
 }
 
 proptest! {
@@ -51,19 +52,19 @@ proptest! {
 
     #[test]
     fn normalize_never_panics_on_any_string(s in any::<String>()) {
-        let _ = normalize(&s);
+        let _ = parse_hostname(&s);
         let _ = is_dns1123_domain(&s);
     }
 
     #[test]
     fn normalize_never_panics_on_long_strings(s in "[a-z.*-]{200,300}") {
-        let _ = normalize(&s);
+        let _ = parse_hostname(&s);
     }
 
     #[test]
     fn normalize_is_idempotent_and_yields_valid_lower_case(s in hostnameish()) {
-        if let Ok(name) = normalize(&s) {
-            prop_assert_eq!(normalize(&name), Ok(name.clone()));
+        if let Ok(name) = parse_hostname(&s) {
+            prop_assert_eq!(parse_hostname(&name), Ok(name.clone()));
             prop_assert_eq!(name.to_ascii_lowercase(), name.clone());
             prop_assert!(name.len() <= 253, "{}", name);
             let base = name.strip_prefix("*.").unwrap_or(&name);
@@ -107,7 +108,7 @@ proptest! {
     fn a_name_matched_by_both_sides_is_matched_by_their_intersection(
         l in pattern(),
         r in pattern(),
-        name in hostnameish().prop_filter_map("concrete names", |h| normalize(&h).ok().filter(|n| !is_wildcard(n))),
+        name in hostnameish().prop_filter_map("concrete names", |h| parse_hostname(&h).ok().filter(|n| !is_wildcard(n)).map(String::from)),
     ) {
         let covers = |p: &Option<String>| p.as_deref().is_none_or(|p| matches(p, &name));
         if covers(&l) && covers(&r) {
@@ -210,7 +211,7 @@ fn load_and_plan(text: &str, is_json: bool) {
     let mut loaded: Vec<Loaded> = Vec::new();
     if parse_text("fuzz.yaml", text, is_json, &mut loaded).is_ok() {
         let objects = loaded.into_iter().map(|l| l.object);
-        let _ = full_plan(&Snapshot::from_objects(
+        let _ = settle_all(&Snapshot::from_objects(
             Arc::new(Config::default()),
             objects,
         ));
@@ -428,7 +429,7 @@ proptest! {
             .collect();
         for cfg in [Config::default(), Config { attachment: gateway_dns::engine::AttachmentMode::Status, allow_inherited_wildcards: true, ..Config::default() }] {
             let snap = Snapshot::from_objects(Arc::new(cfg), objects.clone());
-            let _ = full_plan(&snap);
+            let _ = settle_all(&snap);
         }
         // The same text through the loader (YAML and JSON) as well.
         let text = values.iter().map(Value::to_string).collect::<Vec<_>>().join("\n---\n");

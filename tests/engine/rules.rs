@@ -1,10 +1,10 @@
-//! The rules of DESIGN.md §1–§2 not about attachment, one focused test each: every violation
+//! The rules of ARCHITECTURE.md ("The rules") not about attachment, one focused test each: every violation
 //! reason of the table, actions and modes, records, conflicts, determinism, scope flags and API
 //! versions. Attachment and annotations are in `attachment.rs`.
 
 use std::collections::BTreeMap;
 
-use gateway_dns::engine::plan::Plan;
+use gateway_dns::engine::Outcome;
 use gateway_dns::engine::{
     Action, Config, ConflictResolution, MODE_LABEL, Mode, Reason, Scope, Violation, selector,
 };
@@ -17,7 +17,7 @@ use crate::objects::*;
 
 #[test]
 fn reason_hostname_conflict() {
-    let plan = plan_default(&[
+    let outcome = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", None, &[GW1]),
@@ -31,7 +31,7 @@ fn reason_hostname_conflict() {
             "2025-02-01T00:00:00Z",
         ),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/new");
+    let v = only_violation(&outcome, "HTTPRoute/apps/new");
     assert_finding(
         v,
         Reason::HostnameConflict,
@@ -40,38 +40,45 @@ fn reason_hostname_conflict() {
         &["app.example.com", "infra/gw1", GW1, "apps/old"],
     );
     assert_eq!(v.hostname.as_deref(), Some("app.example.com"));
-    assert!(violations_of(&plan, "HTTPRoute/apps/old").is_empty());
+    assert!(violations_of(&outcome, "HTTPRoute/apps/old").is_empty());
     assert_eq!(
-        record_summary(&plan),
+        record_summary(&outcome),
         vec![("app.example.com".into(), "A", vec![GW1.into()])]
     );
-    assert!(plan.denies());
+    assert!(outcome.denies());
+}
+
+/// Settles `objects` beside the namespaces `infra` and `apps` (default configuration); returns
+/// the outcome and the one violation of the route `apps/r`.
+fn finding_of_r(objects: &[Value]) -> (Outcome, Violation) {
+    let all: Vec<Value> = [infra(), apps()]
+        .into_iter()
+        .chain(objects.to_vec())
+        .collect();
+    let outcome = settle_default(&all);
+    let violation = only_violation(&outcome, "HTTPRoute/apps/r").clone();
+    (outcome, violation)
 }
 
 #[test]
 fn reason_no_matching_listener_hostname() {
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
         http_route("apps", "r", on("gw1"), &["shop.example.org", "a.other.net"]),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NoMatchingListenerHostname,
         Action::Deny,
         "spec.hostnames[0]",
         &["shop.example.org", "infra/gw1", "*.example.com"],
     );
-    assert!(plan.records.is_empty());
+    assert!(outcome.records.is_empty());
 }
 
 #[test]
 fn reason_hostname_outside_listener() {
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
         http_route(
             "apps",
@@ -80,9 +87,8 @@ fn reason_hostname_outside_listener() {
             &["a.example.com", "shop.example.org"],
         ),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::HostnameOutsideListener,
         Action::Warn,
         "spec.hostnames[1]",
@@ -90,15 +96,15 @@ fn reason_hostname_outside_listener() {
     );
     assert_eq!(v.hostname.as_deref(), Some("shop.example.org"));
     assert_eq!(
-        record_summary(&plan),
+        record_summary(&outcome),
         vec![("a.example.com".into(), "A", vec![GW1.into()])]
     );
-    assert!(!plan.denies());
+    assert!(!outcome.denies());
 }
 
 #[test]
 fn reason_invalid_hostname() {
-    let plan = plan_default(&[
+    let outcome = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", None, &[GW1]),
@@ -118,7 +124,7 @@ fn reason_invalid_hostname() {
             "also-ok.example.com,-dash.example.com",
         ),
     ]);
-    let found = violations_of(&plan, "HTTPRoute/apps/r");
+    let found = violations_of(&outcome, "HTTPRoute/apps/r");
     let by_field: BTreeMap<&str, &Violation> =
         found.iter().map(|v| (v.field.as_str(), *v)).collect();
     assert_eq!(found.len(), 4, "{found:#?}");
@@ -152,21 +158,25 @@ fn reason_invalid_hostname() {
         &["-dash.example.com"],
     );
     // The valid names are still published.
-    let names: Vec<_> = plan.records.iter().map(|r| r.dns_name.as_str()).collect();
+    let names: Vec<_> = outcome
+        .records
+        .iter()
+        .map(|r| r.dns_name.as_str())
+        .collect();
     assert_eq!(names, ["also-ok.example.com", "ok.example.com"]);
 }
 
 #[test]
 fn hostnames_compare_case_insensitively() {
-    let plan = plan_default(&[
+    let outcome = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", Some("*.Example.COM"), &[GW1]),
         http_route("apps", "r", on("gw1"), &["App.Example.Com"]),
     ]);
-    assert!(plan.violations.is_empty(), "{:#?}", plan.violations);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
     assert_eq!(
-        record_summary(&plan),
+        record_summary(&outcome),
         vec![("app.example.com".into(), "A", vec![GW1.into()])]
     );
 }
@@ -179,28 +189,23 @@ fn reason_not_allowed_by_listeners() {
         json!([{"name": "web", "protocol": "HTTP", "port": 80}]),
         &[GW1],
     );
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         same_only,
         http_route("apps", "r", on("gw1"), &["a.example.com"]),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NotAllowedByListeners,
         Action::Deny,
         "spec.parentRefs[0]",
         &["infra/gw1", "web", "apps"],
     );
-    assert!(plan.records.is_empty());
+    assert!(outcome.records.is_empty());
 }
 
 #[test]
 fn reason_no_matching_parent() {
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (_, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[GW1]),
         http_route(
             "apps",
@@ -209,9 +214,8 @@ fn reason_no_matching_parent() {
             &["a.example.com"],
         ),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::NoMatchingParent,
         Action::Warn,
         "spec.parentRefs[0]",
@@ -221,9 +225,7 @@ fn reason_no_matching_parent() {
 
 #[test]
 fn reason_parent_not_found() {
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[GW1]),
         http_route(
             "apps",
@@ -232,24 +234,23 @@ fn reason_parent_not_found() {
             &["a.example.com"],
         ),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::ParentNotFound,
         Action::Warn,
         "spec.parentRefs[1]",
         &["infra/missing"],
     );
-    assert_eq!(plan.records.len(), 1, "gw1 still publishes");
+    assert_eq!(outcome.records.len(), 1, "gw1 still publishes");
 }
 
 #[test]
 fn reason_no_parent_refs() {
-    let plan = plan_default(&[
+    let outcome = settle_default(&[
         apps(),
         http_route("apps", "r", json!([]), &["a.example.com"]),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
+    let v = only_violation(&outcome, "HTTPRoute/apps/r");
     assert_finding(
         v,
         Reason::NoParentRefs,
@@ -257,26 +258,23 @@ fn reason_no_parent_refs() {
         "spec.parentRefs",
         &["parentRefs"],
     );
-    assert!(plan.records.is_empty());
+    assert!(outcome.records.is_empty());
 }
 
 #[test]
 fn reason_gateway_has_no_address() {
-    let plan = plan_default(&[
-        infra(),
-        apps(),
+    let (outcome, v) = finding_of_r(&[
         simple_gateway("infra", "gw1", None, &[]),
         http_route("apps", "r", on("gw1"), &["a.example.com"]),
     ]);
-    let v = only_violation(&plan, "HTTPRoute/apps/r");
     assert_finding(
-        v,
+        &v,
         Reason::GatewayHasNoAddress,
         Action::Warn,
         "spec.parentRefs[0]",
         &["infra/gw1"],
     );
-    assert!(plan.records.is_empty(), "no address, no record");
+    assert!(outcome.records.is_empty(), "no address, no record");
 }
 
 #[test]
@@ -287,7 +285,7 @@ fn reason_inherited_wildcard_hostname() {
         simple_gateway("infra", "gw1", Some("*.example.com"), &[GW1]),
         http_route("apps", "r", on("gw1"), &[]),
     ];
-    let got = plan_default(&objects);
+    let got = settle_default(&objects);
     let v = only_violation(&got, "HTTPRoute/apps/r");
     assert_finding(
         v,
@@ -299,7 +297,7 @@ fn reason_inherited_wildcard_hostname() {
     assert_eq!(v.hostname.as_deref(), Some("*.example.com"));
     assert!(got.records.is_empty());
 
-    let allowed = plan(
+    let allowed = settle(
         Config {
             allow_inherited_wildcards: true,
             ..Config::default()
@@ -325,9 +323,13 @@ fn hostless_route_inherits_exact_listener_hostnames() {
         ]),
         &[GW1],
     );
-    let plan = plan_default(&[infra(), apps(), gw, http_route("apps", "r", on("gw1"), &[])]);
-    assert!(plan.violations.is_empty(), "{:#?}", plan.violations);
-    let names: Vec<_> = plan.records.iter().map(|r| r.dns_name.as_str()).collect();
+    let outcome = settle_default(&[infra(), apps(), gw, http_route("apps", "r", on("gw1"), &[])]);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    let names: Vec<_> = outcome
+        .records
+        .iter()
+        .map(|r| r.dns_name.as_str())
+        .collect();
     assert_eq!(names, ["a.example.com", "b.example.com"]);
 }
 
@@ -348,8 +350,9 @@ fn deny_and_warn(ns_labels: Value) -> Vec<Value> {
     ]
 }
 
-fn actions(plan: &Plan) -> Vec<(Reason, Action)> {
-    plan.violations
+fn actions(outcome: &Outcome) -> Vec<(Reason, Action)> {
+    outcome
+        .violations
         .iter()
         .map(|v| (v.reason, v.action))
         .collect()
@@ -359,7 +362,7 @@ fn actions(plan: &Plan) -> Vec<(Reason, Action)> {
 fn action_overrides() {
     let objects = deny_and_warn(json!({}));
     assert_eq!(
-        actions(&plan_default(&objects)),
+        actions(&settle_default(&objects)),
         [
             (Reason::NoMatchingListenerHostname, Action::Deny),
             (Reason::ParentNotFound, Action::Warn)
@@ -370,7 +373,7 @@ fn action_overrides() {
         let (reason, action) = Config::parse_action(text).unwrap();
         cfg.actions.insert(reason, action);
     }
-    let swapped = plan(cfg, &objects);
+    let swapped = settle(cfg, &objects);
     assert_eq!(
         actions(&swapped),
         [
@@ -383,11 +386,11 @@ fn action_overrides() {
     let mut cfg = Config::default();
     cfg.actions
         .insert(Reason::NoMatchingListenerHostname, Action::Ignore);
-    let ignored = plan(cfg, &objects);
+    let ignored = settle(cfg, &objects);
     assert_eq!(
         actions(&ignored),
         [(Reason::ParentNotFound, Action::Warn)],
-        "ignored findings leave the plan"
+        "ignored findings leave the outcome"
     );
     assert!(!ignored.denies());
 }
@@ -415,7 +418,7 @@ fn action_parsing_rejects_unknown_reasons_and_actions() {
 
 #[test]
 fn mode_warn_turns_denials_into_warnings() {
-    let warn = plan(
+    let warn = settle(
         Config {
             mode: Mode::Warn,
             ..Config::default()
@@ -439,7 +442,7 @@ fn mode_audit_returns_nothing_to_the_user() {
         ..Config::default()
     };
     cfg.actions.insert(Reason::ParentNotFound, Action::Ignore);
-    let audit = plan(cfg, &deny_and_warn(json!({})));
+    let audit = settle(cfg, &deny_and_warn(json!({})));
     assert_eq!(
         actions(&audit),
         [(Reason::NoMatchingListenerHostname, Action::Audit)],
@@ -464,7 +467,7 @@ fn namespace_label_overrides_the_mode() {
             mode,
             ..Config::default()
         };
-        let got = plan(cfg, &deny_and_warn(json!({MODE_LABEL: label})));
+        let got = settle(cfg, &deny_and_warn(json!({MODE_LABEL: label})));
         let deny = got
             .violations
             .iter()
@@ -484,7 +487,7 @@ fn namespace_label_applies_only_to_its_namespace() {
         http_route("relaxed", "r", on("gw1"), &["b.example.com"]),
         http_route("strict", "r", on("gw1"), &["b.example.com"]),
     ];
-    let got = plan_default(&objects);
+    let got = settle_default(&objects);
     assert_eq!(
         only_violation(&got, "HTTPRoute/relaxed/r").action,
         Action::Warn
@@ -503,7 +506,7 @@ fn action_override_then_mode() {
         ..Config::default()
     };
     cfg.actions.insert(Reason::ParentNotFound, Action::Deny);
-    let got = plan(cfg, &deny_and_warn(json!({})));
+    let got = settle(cfg, &deny_and_warn(json!({})));
     assert!(!got.denies(), "{:#?}", got.violations);
 }
 
@@ -511,7 +514,7 @@ fn action_override_then_mode() {
 
 #[test]
 fn records_a_aaaa_and_cname() {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "v4", None, &["192.0.2.2", "192.0.2.1"]),
@@ -550,7 +553,7 @@ fn records_a_aaaa_and_cname() {
 
 #[test]
 fn records_list_gateways_and_routes_sorted() {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw2", None, &[GW1]),
@@ -569,8 +572,8 @@ fn records_list_gateways_and_routes_sorted() {
 
 // ---------------------------------------------------------------- conflicts
 
-fn conflict_world(gw2_addresses: &[&str], hostname2: &str) -> Plan {
-    plan_default(&[
+fn conflict_world(gw2_addresses: &[&str], hostname2: &str) -> Outcome {
+    settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw1", None, &[GW1, GW2]),
@@ -618,7 +621,7 @@ fn wildcard_and_exact_names_never_conflict() {
 
 /// Two routes claiming `a.example.com` through gw1 and gw2; returns (winning Gateway, loser).
 fn oldest_wins(first: Value, second: Value) -> (String, String) {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         namespace("a", json!({})),
         namespace("b", json!({})),
@@ -684,7 +687,7 @@ fn conflict_ties_break_by_namespace_then_name() {
 
 #[test]
 fn conflict_within_one_route_breaks_by_gateway() {
-    let got = plan_default(&[
+    let got = settle_default(&[
         infra(),
         apps(),
         simple_gateway("infra", "gw2", None, &[GW1]),
@@ -731,7 +734,7 @@ fn conflict_resolution_exclude_publishes_the_name_nowhere() {
             "2025-02-01T00:00:00Z",
         ),
     ];
-    let got = plan(
+    let got = settle(
         Config {
             conflict_resolution: ConflictResolution::Exclude,
             ..Config::default()
@@ -805,9 +808,9 @@ proptest! {
             },
             ..Config::default()
         };
-        let baseline = plan(cfg.clone(), &conflict_fixture());
+        let baseline = settle(cfg.clone(), &conflict_fixture());
         prop_assert!(baseline.denies() && !baseline.records.is_empty());
-        prop_assert_eq!(plan(cfg, &shuffled), baseline);
+        prop_assert_eq!(settle(cfg, &shuffled), baseline);
     }
 }
 
@@ -850,7 +853,7 @@ fn scope_world() -> Vec<Value> {
 }
 
 fn scoped(scope: Scope) -> (Vec<String>, Vec<(String, Reason)>) {
-    let got = plan(
+    let got = settle(
         Config {
             scope,
             ..Config::default()
@@ -941,7 +944,7 @@ fn routes_out_of_scope_have_no_findings_either() {
         ..Scope::default()
     });
     assert!(findings.is_empty());
-    let got = plan(
+    let got = settle(
         Config {
             scope: Scope {
                 namespace: Some("apps".into()),
@@ -993,7 +996,7 @@ fn route_api_versions_behave_alike() {
             "external-dns.kubernetes.io/hostname",
             "svc.example.com",
         );
-        let got = plan_default(&[infra(), apps(), gw.clone(), r]);
+        let got = settle_default(&[infra(), apps(), gw.clone(), r]);
         assert_eq!(
             record_summary(&got),
             vec![("svc.example.com".into(), "A", vec![GW1.into()])],
@@ -1051,8 +1054,8 @@ fn every_reason_has_a_default_action_as_in_the_table() {
 
 #[test]
 fn fixture_triggers_findings_of_many_reasons() {
-    // Guards the determinism fixture: it must exercise conflicts and findings, not an empty plan.
-    let got = plan_default(&conflict_fixture());
+    // Guards the determinism fixture: it must exercise conflicts and findings, not an empty outcome.
+    let got = settle_default(&conflict_fixture());
     let reasons: std::collections::BTreeSet<Reason> =
         got.violations.iter().map(|v| v.reason).collect();
     for reason in [
@@ -1085,11 +1088,11 @@ fn routes_claimed_by_another_controller_are_out_of_scope() {
             ),
         ]
     };
-    let other = plan_default(&objects("someone-else"));
+    let other = settle_default(&objects("someone-else"));
     assert!(
         other.records.is_empty() && other.violations.is_empty(),
         "{other:#?}"
     );
-    let ours = plan_default(&objects("dns-controller"));
+    let ours = settle_default(&objects("dns-controller"));
     assert_eq!(ours.records.len(), 1, "{ours:#?}");
 }

@@ -1,14 +1,15 @@
-//! Function-level facts ported to Rust tables: the `unitCases` of
-//! `../shared/cases/extdns-visible.yaml` (external-dns's TestGatewayMatchingHost,
-//! TestGatewayMatchingProtocol, TestIsDNS1123Domain) and the `intersection_rules_table` of
-//! `../shared/cases/gateway-api-conformance-hostnames.yaml`.
+//! Function-level facts ported to Rust tables: the `unitCases` of the shared reference case
+//! `extdns-visible.yaml` (external-dns's TestGatewayMatchingHost, TestGatewayMatchingProtocol,
+//! TestIsDNS1123Domain) and the `intersection_rules_table` of
+//! `gateway-api-conformance-hostnames.yaml` (where they are: `objects::shared_dir`).
 //!
 //! The data is transcribed here, one row per case; `tables_match_the_shared_cases` checks the
 //! transcription against the files so the two cannot drift apart unnoticed.
 
 use gateway_dns::engine::attach::{protocol_compatible, route_protocol};
-use gateway_dns::engine::hostname::{intersect, is_dns1123_domain, normalize};
+use gateway_dns::engine::hostname::intersect;
 use gateway_dns::model::ObjectKind;
+use gateway_dns::model::dns_name::{is_dns1123_domain, parse_hostname};
 use serde_json::Value;
 
 use crate::objects::shared_case_file;
@@ -181,7 +182,9 @@ fn extdns_intersection(a: &str, b: &str) -> (String, bool) {
         if s.is_empty() {
             Ok(None)
         } else {
-            normalize(s).map(Some).map_err(|_| ())
+            parse_hostname(s)
+                .map(|h| Some(h.into_owned()))
+                .map_err(|_| ())
         }
     };
     let (Ok(a), Ok(b)) = (parse(a), parse(b)) else {
@@ -230,7 +233,7 @@ fn extdns_protocol_compatibility() {
 
 #[test]
 fn route_kinds_speak_the_protocols_of_the_spec() {
-    // DESIGN.md §1: HTTPRoute and GRPCRoute: HTTP/HTTPS; TLSRoute: TLS; TCPRoute: TCP/TLS; UDPRoute: UDP.
+    // ARCHITECTURE.md, "Attachment": HTTPRoute and GRPCRoute: HTTP/HTTPS; TLSRoute: TLS; TCPRoute: TCP/TLS; UDPRoute: UDP.
     let listeners = ["HTTP", "HTTPS", "TLS", "TCP", "UDP"];
     let table: [(ObjectKind, &[&str]); 5] = [
         (ObjectKind::HTTPRoute, &["HTTP", "HTTPS"]),

@@ -161,6 +161,18 @@ impl ControlPlane {
         self.dir().join("kubeconfig")
     }
 
+    /// A copy of the admin kubeconfig that reaches the API server through `port` (a
+    /// [`Proxy`](super::proxy::Proxy) in front of it: the certificate's 127.0.0.1 SAN still fits).
+    pub fn admin_kubeconfig_via(&self, port: u16) -> PathBuf {
+        let text = std::fs::read_to_string(self.kubeconfig()).unwrap();
+        let direct = format!("server: https://127.0.0.1:{}\n", self.api_port());
+        assert!(text.contains(&direct), "{text}");
+        let path = self.dir().join(format!("admin-via-{port}.kubeconfig"));
+        let proxied = text.replace(&direct, &format!("server: https://127.0.0.1:{port}\n"));
+        std::fs::write(&path, proxied).unwrap();
+        path
+    }
+
     fn state(&self) -> Value {
         let text = std::fs::read_to_string(self.dir().join("run/state.json")).unwrap();
         serde_json::from_str(&text).unwrap()

@@ -1,5 +1,7 @@
-//! Shared support for the end-to-end tests (and, through `#[path]`, benchmarks): real servers
-//! started on loopback, killed on Drop, and the Kubernetes API double.
+//! Shared support for the integration tests (and, through `#[path]`, benchmarks): real servers
+//! started on loopback and stopped on Drop. `cluster` is a real Kubernetes control plane and
+//! `proxy` the network between one client and it; `apiserver` is the in-process API double,
+//! kept only for faults a real API server cannot produce (its module doc says which).
 #![allow(dead_code)]
 
 pub mod apiserver;
@@ -13,4 +15,5 @@ pub mod net;
 pub mod pdns;
 pub mod promql;
 pub mod proxy;
+pub mod records;
 pub mod webhook;

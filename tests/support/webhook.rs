@@ -1,8 +1,9 @@
 //! Talking to the webhook as kube-apiserver does: HTTPS on loopback, trusting only the
 //! generated CA, SNI and Host `NAME.NS.svc`, `POST /validate?timeout=10s`.
 //!
-//! Also starts a real webhook server (TLS socket, real rustls) for a given handler, and a test
-//! handler whose answer is chosen by an annotation on the reviewed object.
+//! Also starts a real webhook server (TLS socket, real rustls) for a given handler, drives the
+//! same routes in-process where the transport adds nothing, and provides a test handler whose
+//! answer is chosen by an annotation on the reviewed object.
 //!
 //! Self-contained (only crates, no `super::`), so the benchmark can include it with `#[path]`.
 
@@ -11,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gateway_dns::metrics::Metrics;
-use gateway_dns::server::{self, Readiness, WebhookOptions, WebhookState};
-use gateway_dns::tls::{self, CertSource, TlsRuntime};
-use gateway_dns::webhook::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
+use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
+use gateway_dns::webhook::server;
+use gateway_dns::webhook::state::{Readiness, WebhookOptions, WebhookState};
+use gateway_dns::webhook::tls::{self, CertSource, TlsRuntime};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::{http1, http2};
@@ -30,6 +32,8 @@ pub const SERVICE: &str = "gateway-dns";
 pub const NAMESPACE: &str = "gateway-dns-system";
 /// The path kube-apiserver calls (it always appends the webhook's timeout).
 pub const VALIDATE_PATH: &str = "/validate?timeout=10s";
+/// The headers of an AdmissionReview request.
+pub const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
 /// Annotation read by [`TestHandler`].
 pub const VERDICT_ANNOTATION: &str = "test.gateway-dns.io/verdict";
 /// No single request in these tests may take longer than this (catches hung connections).
@@ -210,15 +214,8 @@ impl HttpsConnection {
     /// POSTs an AdmissionReview to `/validate?timeout=10s`; returns the status and JSON body.
     pub async fn post_review(&mut self, review: &Value) -> (StatusCode, Value) {
         let body = serde_json::to_vec(review).unwrap();
-        let reply = self
-            .send(
-                Method::POST,
-                VALIDATE_PATH,
-                &[("content-type", "application/json")],
-                body,
-            )
-            .await
-            .unwrap();
+        let reply = self.send(Method::POST, VALIDATE_PATH, &JSON, body).await;
+        let reply = reply.unwrap();
         (reply.status, reply.json())
     }
 }
@@ -412,6 +409,66 @@ impl Drop for TestWebhook {
             let _ = shutdown.send(());
         }
         self.task.abort();
+    }
+}
+
+/// The webhook's routes called in-process, without TLS or a socket: for what the routes answer,
+/// where the transport adds nothing.
+pub struct InProcess {
+    router: axum::Router,
+    pub metrics: Arc<Metrics>,
+}
+
+impl InProcess {
+    /// The routes for `handler`, sources marked synced.
+    pub fn new(handler: Arc<dyn AdmissionHandler>, options: WebhookOptions) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Readiness::new();
+        readiness.set_sources_synced(true);
+        let router = server::router(WebhookState::new(
+            handler,
+            metrics.clone(),
+            readiness,
+            options,
+        ));
+        Self { router, metrics }
+    }
+
+    /// Sends one request through the router and reads the whole response.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        use tower::ServiceExt as _;
+        let mut builder = Request::builder().method(method).uri(path_and_query);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder
+            .body(axum::body::Body::from(body.into()))
+            .expect("a valid request");
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router always answers");
+        let (parts, body) = response.into_parts();
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body: body.collect().await.expect("the whole body").to_bytes(),
+        }
+    }
+
+    /// POSTs an AdmissionReview to `/validate?timeout=10s`; returns the status and JSON body.
+    pub async fn post_review(&self, review: &Value) -> (StatusCode, Value) {
+        let body = serde_json::to_vec(review).unwrap();
+        let reply = self.send(Method::POST, VALIDATE_PATH, &JSON, body).await;
+        (reply.status, reply.json())
     }
 }
 

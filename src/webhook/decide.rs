@@ -1,14 +1,16 @@
 //! Admission decisions: evaluate the object under review against the index *as if applied* and
-//! answer allowed/denied with warnings (DESIGN.md §2). Pure: no HTTP here.
+//! answer allowed/denied with warnings (ARCHITECTURE.md, "Violations"). The one file of the
+//! webhook that knows the engine; no HTTP here.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use crate::engine::attach::evaluate_route;
-use crate::engine::plan::{self, newcomer_conflicts, route_ref};
-use crate::engine::{Action, Reason, Violation};
-use crate::index::Snapshot;
-use crate::model::{Object, Route};
-use crate::webhook::AdmissionRequest;
+use super::review::{AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, Verdict};
+use crate::engine::settle::{self, newcomer_conflicts, route_ref};
+use crate::engine::{Action, Reason, Violation, World, evaluate_route};
+use crate::index::{Index, Snapshot};
+use crate::metrics::{EvaluationErrorKind, Metrics};
+use crate::model::{Object, ObjectKind, Route};
 
 /// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
 const MAX_NAMED_ROUTES: usize = 10;
@@ -76,8 +78,8 @@ fn finding_line(v: &Violation) -> String {
 
 /// Decides one AdmissionReview request.
 pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
-    let operation = request.operation.as_str();
-    if !matches!(operation, "CREATE" | "UPDATE") {
+    let operation = request.operation;
+    if !matches!(operation, Operation::Create | Operation::Update) {
         // DELETE (and CONNECT) are always allowed: removing a claim never breaks DNS rules.
         return Decision::allow();
     }
@@ -94,7 +96,7 @@ pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
     match object {
         Object::Route(route) => {
             let old_route = match old {
-                Some(Object::Route(old)) if operation == "UPDATE" => Some(&**old),
+                Some(Object::Route(old)) if operation == Operation::Update => Some(&**old),
                 _ => None,
             };
             decide_route(snap, route, old_route)
@@ -124,7 +126,7 @@ pub fn route_violations(snap: &Snapshot, route: &Route) -> Vec<Violation> {
         eval.findings
             .into_vec()
             .into_iter()
-            .map(|finding| plan::into_violation(snap, route, finding)),
+            .map(|finding| settle::into_violation(snap, route, finding)),
     );
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
@@ -174,7 +176,7 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
     affected.extend(next.affected_routes(&key));
     affected.sort();
     affected.dedup();
-    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut lines: Vec<RouteWarning> = Vec::new();
     for id in &affected {
         let (Some(before), Some(after)) = (snap.route(id), next.route(id)) else {
             continue;
@@ -188,10 +190,11 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
             .collect();
         for f in &after.eval.findings {
             if !old_findings.contains(&(f.reason, f.hostname.clone())) {
-                lines.push((
-                    route_name.clone(),
-                    format!("{}: {route_name}: {}", f.reason, f.message),
-                ));
+                lines.push(RouteWarning {
+                    route: route_name.clone(),
+                    reason: f.reason,
+                    line: format!("{}: {route_name}: {}", f.reason, f.message),
+                });
             }
         }
         let dropped: Vec<&str> = before
@@ -200,41 +203,45 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
             .filter(|n| !after.eval.names().any(|m| m == *n))
             .collect();
         if !dropped.is_empty() && after.eval.findings.len() == before.eval.findings.len() {
-            lines.push((
-                route_name.clone(),
-                format!(
-                    "NoMatchingListenerHostname: {route_name} would no longer publish {}",
+            let reason = Reason::NoMatchingListenerHostname;
+            lines.push(RouteWarning {
+                route: route_name.clone(),
+                reason,
+                line: format!(
+                    "{reason}: {route_name} would no longer publish {}",
                     dropped.join(", ")
                 ),
-            ));
+            });
         }
         for name in after.eval.names() {
             let lost_now = |s: &Snapshot| {
-                let (_, violations) = plan::plan_name(s, name);
+                let (_, violations) = settle::settle_name(s, name);
                 violations.iter().any(|v| v.object == route_name)
             };
             if lost_now(&next) && !lost_now(snap) {
-                lines.push((
-                    route_name.clone(),
-                    format!("HostnameConflict: {route_name}: {name} would resolve to Gateways with different addresses"),
-                ));
+                let reason = Reason::HostnameConflict;
+                lines.push(RouteWarning {
+                    route: route_name.clone(),
+                    reason,
+                    line: format!("{reason}: {route_name}: {name} would resolve to Gateways with different addresses"),
+                });
             }
         }
     }
-    let routes: BTreeSet<&str> = lines.iter().map(|(r, _)| r.as_str()).collect();
+    let routes: BTreeSet<&str> = lines.iter().map(|w| w.route.as_str()).collect();
     let mut warnings = Vec::new();
     let mut named = BTreeSet::new();
-    for (route, line) in &lines {
-        if named.len() == MAX_NAMED_ROUTES && !named.contains(route.as_str()) {
+    for warning in &lines {
+        if named.len() == MAX_NAMED_ROUTES && !named.contains(warning.route.as_str()) {
             continue;
         }
-        named.insert(route.as_str());
-        warnings.push(line.clone());
+        named.insert(warning.route.as_str());
+        warnings.push(warning.line.clone());
     }
     if routes.len() > named.len() {
-        let reason = lines.first().map_or("HostnameConflict", |(_, l)| {
-            l.split(':').next().unwrap_or("")
-        });
+        let reason = lines
+            .first()
+            .map_or(Reason::HostnameConflict, |warning| warning.reason);
         warnings.push(format!(
             "{reason}: and {} more routes affected by this change",
             routes.len() - named.len()
@@ -247,24 +254,27 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
     }
 }
 
+/// One warning line of a Gateway or ListenerSet change, about one route.
+struct RouteWarning {
+    route: String,
+    reason: Reason,
+    line: String,
+}
+
 /// The webhook's handler: decides each request on the index's current snapshot.
 pub struct EngineHandler {
-    index: crate::index::Index,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    index: Index,
+    metrics: Arc<Metrics>,
 }
 
 impl EngineHandler {
-    pub fn new(
-        index: crate::index::Index,
-        metrics: std::sync::Arc<crate::metrics::Metrics>,
-    ) -> EngineHandler {
+    pub fn new(index: Index, metrics: Arc<Metrics>) -> EngineHandler {
         EngineHandler { index, metrics }
     }
 }
 
 /// The envelope's verdict for a decision (its denying findings move into the causes).
-pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
-    use crate::webhook::{Cause, Denial, Verdict};
+pub fn verdict(decision: Decision) -> Verdict {
     if decision.allowed {
         return Verdict::allow_with_warnings(decision.warnings);
     }
@@ -281,20 +291,19 @@ pub fn verdict(decision: Decision) -> crate::webhook::Verdict {
     Verdict::deny(Denial { message, causes }, decision.warnings)
 }
 
-impl crate::webhook::AdmissionHandler for EngineHandler {
+impl AdmissionHandler for EngineHandler {
     /// Routes cost O(their names) against the index; DELETE costs nothing. Gateway and
     /// ListenerSet changes re-evaluate every attached route, so they go to the blocking pool.
     fn is_quick(&self, request: &AdmissionRequest) -> bool {
-        request.operation == "DELETE"
-            || crate::model::ObjectKind::from_kind_name(&request.kind.kind)
-                .is_some_and(|k| k.is_route())
+        request.operation == Operation::Delete
+            || ObjectKind::from_kind_name(&request.kind.kind).is_some_and(|k| k.is_route())
     }
 
-    fn handle(&self, request: &AdmissionRequest) -> crate::webhook::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> Verdict {
         let decision = self.index.read(|snapshot| decide(snapshot, request));
         if let Some(why) = &decision.unreadable {
             self.metrics
-                .record_evaluation_error(crate::metrics::EvaluationErrorKind::Unreadable);
+                .record_evaluation_error(EvaluationErrorKind::Unreadable);
             tracing::warn!(error = %why, "could not read the object under review; allowed");
         }
         for finding in &decision.findings {
@@ -311,12 +320,11 @@ impl crate::webhook::AdmissionHandler for EngineHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::webhook::AdmissionHandler;
     use serde_json::json;
 
     #[test]
     fn routes_and_deletes_are_quick_parents_are_not() {
-        let handler = EngineHandler::new(crate::index::Index::new(), Default::default());
+        let handler = EngineHandler::new(Index::new(), Default::default());
         let request = |request: serde_json::Value| {
             AdmissionRequest::from_value(&request).expect("a request with a uid")
         };

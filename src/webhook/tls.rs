@@ -23,7 +23,7 @@ use rustls::server::{
 };
 use rustls::sign::CertifiedKey;
 
-use crate::certs;
+use super::certs;
 use crate::metrics::Metrics;
 
 /// How often the certificate files are compared with the pair being served.

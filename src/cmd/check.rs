@@ -1,19 +1,53 @@
 //! `gateway-dns check`: the engine over YAML files, for pipelines and terminals.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::engine::plan::{Plan, Record, full_plan};
-use crate::engine::{Action, Config, Violation};
+use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
+use crate::cli::{CheckArgs, OutputFormat};
+use crate::engine::settle::settle_all;
+use crate::engine::{Action, Config, Outcome, Record, Violation};
 use crate::index::Snapshot;
-use crate::source::files::Loaded;
+use crate::source::files::{self, Loaded};
+
+/// Runs `check`; returns the process exit code.
+pub fn run(args: &CheckArgs) -> u8 {
+    let cfg = match args.engine.to_config() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let loaded = match files::load_paths(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            eprintln!("gateway-dns check: {err}");
+            return EXIT_INPUT;
+        }
+    };
+    let outcome = evaluate(Arc::new(cfg), loaded);
+    match args.output {
+        OutputFormat::Json => println!("{}", to_json(&outcome)),
+        OutputFormat::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", to_text(&outcome, colour));
+        }
+    }
+    if outcome.denies() {
+        EXIT_DENIED
+    } else {
+        EXIT_OK
+    }
+}
 
 /// Runs the engine over loaded objects.
-pub fn run(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Plan {
+pub fn evaluate(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Outcome {
     let snapshot = Snapshot::from_objects(cfg, loaded.into_iter().map(|l| l.object));
-    full_plan(&snapshot)
+    settle_all(&snapshot)
 }
 
 #[derive(Serialize)]
@@ -27,16 +61,16 @@ struct JsonViolation<'a> {
 }
 
 #[derive(Serialize)]
-struct JsonPlan<'a> {
+struct JsonOutcome<'a> {
     records: &'a [Record],
     violations: Vec<JsonViolation<'a>>,
 }
 
-/// The stable JSON interface (DESIGN.md §4).
-pub fn to_json(plan: &Plan) -> String {
-    let out = JsonPlan {
-        records: &plan.records,
-        violations: plan
+/// The stable JSON interface (ARCHITECTURE.md, "Stable interfaces").
+pub fn to_json(outcome: &Outcome) -> String {
+    let out = JsonOutcome {
+        records: &outcome.records,
+        violations: outcome
             .violations
             .iter()
             .map(|v| JsonViolation {
@@ -54,7 +88,7 @@ pub fn to_json(plan: &Plan) -> String {
 }
 
 /// Text for a person: records as an aligned table, then findings grouped by object.
-pub fn to_text(plan: &Plan, colour: bool) -> String {
+pub fn to_text(outcome: &Outcome, colour: bool) -> String {
     let paint = |code: &str, text: &str| {
         if colour {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -63,10 +97,10 @@ pub fn to_text(plan: &Plan, colour: bool) -> String {
         }
     };
     let mut out = String::new();
-    if plan.records.is_empty() {
+    if outcome.records.is_empty() {
         out.push_str("No DNS records would be published.\n");
     } else {
-        let rows: Vec<[String; 5]> = plan
+        let rows: Vec<[String; 5]> = outcome
             .records
             .iter()
             .map(|r| {
@@ -103,10 +137,10 @@ pub fn to_text(plan: &Plan, colour: bool) -> String {
             out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
         }
     }
-    if !plan.violations.is_empty() {
+    if !outcome.violations.is_empty() {
         out.push('\n');
         let mut current: Option<&str> = None;
-        for v in &plan.violations {
+        for v in &outcome.violations {
             if current != Some(&v.object) {
                 current = Some(&v.object);
                 let _ = writeln!(out, "{}", paint("1", &v.object));
@@ -120,11 +154,11 @@ pub fn to_text(plan: &Plan, colour: bool) -> String {
             let _ = writeln!(out, "  {action} {}: {}", v.reason, v.message);
         }
     }
-    let (denies, warns) = counts(&plan.violations);
+    let (denies, warns) = counts(&outcome.violations);
     let _ = writeln!(
         out,
         "\n{} record(s), {denies} denial(s), {warns} warning(s)",
-        plan.records.len()
+        outcome.records.len()
     );
     out
 }

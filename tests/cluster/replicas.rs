@@ -1,10 +1,12 @@
-//! Two replicas against one real BIND and the API double's Lease (issue 5). Each replica is
-//! wired as `serve` wires itself on the cluster source: its own kube client, kube source,
-//! index, engine-backed desired set, RFC 2136 provider (so each one's UPDATE messages can be
-//! counted) and leader election gating its sync loop.
+//! Two replicas against one real BIND and a real API server's Lease. Each replica is wired as
+//! `serve` wires itself on the cluster source: its own kube client (serve's least-privilege
+//! ServiceAccount, through a proxy of its own), kube source, index, engine-backed desired set,
+//! RFC 2136 provider (so each one's UPDATE messages can be counted) and leader election gating
+//! its sync loop.
 //!
-//! Only the Lease holder writes. A partitioned leader (its client cut off in the double) steps
-//! down before the other takes over; a crashed leader is replaced within the lease duration.
+//! Only the Lease holder writes. A partitioned leader (its proxy cut: Lease renewals and watches
+//! fail) steps down before the other takes over; a crashed leader is replaced within the lease
+//! duration.
 //! Routes created before and after each hand-over answer from BIND. A sampler watches both
 //! leader flags throughout, and BIND's SOA serial (one step per accepted UPDATE) shows that
 //! every UPDATE sent came from one writer at a time.
@@ -17,20 +19,28 @@ use std::time::{Duration, Instant};
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::index::Index;
 use gateway_dns::leader::{LeaderConfig, LeaderElection};
-use gateway_dns::source::kube::{Config as SourceConfig, KubeSource};
+use gateway_dns::metrics::Metrics;
+use gateway_dns::source::kube::{Config as SourceConfig, KubeSource, client};
 use gateway_dns::sync::desired::EngineDesired;
-use gateway_dns::sync::{DesiredSource, SyncConfig, SyncMetrics, Syncer};
+use gateway_dns::sync::{DesiredSource, SyncConfig, Syncer};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::support::apiserver::ApiServer;
+use crate::api::ClusterApi;
 use crate::support::bind::Bind;
+use crate::support::cluster::ControlPlane;
 use crate::support::dig;
+use crate::support::proxy::Proxy;
 
 const ZONE: &str = "example.com";
 const GATEWAY_ADDRESS: &str = "203.0.113.10";
 const OWNER: &str = "gateway-dns";
+/// The Lease serve's Role allows (manifests/base/role.yaml).
+const LEASE_NAMESPACE: &str = "gateway-dns";
+const LEASE_NAME: &str = "gateway-dns";
 
 const LEASE: Duration = Duration::from_secs(3);
 const RENEW_DEADLINE: Duration = Duration::from_secs(2);
@@ -51,7 +61,6 @@ fn gateway() -> Value {
             "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.example.com",
                            "allowedRoutes": {"namespaces": {"from": "All"}}}],
         },
-        "status": {"addresses": [{"type": "IPAddress", "value": GATEWAY_ADDRESS}]},
     })
 }
 
@@ -72,19 +81,25 @@ struct Replica {
     name: &'static str,
     index: Index,
     provider: Arc<Rfc2136Provider>,
-    metrics: Arc<SyncMetrics>,
+    metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
     /// Cleared when the replica crashes: a dead process is no leader, whatever its last flag.
     alive: Arc<AtomicBool>,
     election: Option<LeaderElection>,
     source: Option<Arc<KubeSource>>,
     tasks: Vec<JoinHandle<()>>,
+    /// This replica's link to the API server.
+    link: Proxy,
 }
 
 impl Replica {
-    async fn start(server: &ApiServer, bind: &Bind, name: &'static str) -> Replica {
-        // One client per replica, named so the double can partition it alone.
-        let client = server.client_named(name).await;
+    async fn start(cluster: &ControlPlane, bind: &Bind, name: &'static str) -> Replica {
+        // One client per replica, through its own proxy so that it can be partitioned alone.
+        let link = Proxy::start(([127, 0, 0, 1], cluster.api_port()).into()).await;
+        let kubeconfig = tokio::task::block_in_place(|| {
+            cluster.service_account_kubeconfig(LEASE_NAMESPACE, "gateway-dns", Some(link.port()))
+        });
+        let client = client(Some(&kubeconfig)).await.unwrap();
         let index = Index::new();
         let source = Arc::new(KubeSource::spawn(
             client.clone(),
@@ -103,7 +118,7 @@ impl Replica {
                 lease_duration: LEASE,
                 renew_deadline: RENEW_DEADLINE,
                 retry_period: RETRY,
-                ..LeaderConfig::new("gateway-dns", "gateway-dns", name)
+                ..LeaderConfig::new(LEASE_NAMESPACE, LEASE_NAME, name)
             },
         )
         .unwrap();
@@ -114,19 +129,20 @@ impl Replica {
         config.interval = Duration::from_secs(1);
         config.backoff_min = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(1);
+        let metrics = Arc::new(Metrics::new());
         let syncer = Arc::new(
             Syncer::new(
                 provider.clone(),
                 Arc::new(EngineDesired::new(index.clone())),
                 config,
+                metrics.clone(),
             )
             // The gate `serve` uses: the Lease, and a cluster source in sync.
-            .with_write_gate(gateway_dns::serve::write_gate(
+            .with_write_gate(gateway_dns::cmd::serve::write_gate(
                 Some(election.is_leader()),
                 source.clone(),
             )),
         );
-        let metrics = syncer.metrics();
 
         // As `serve` does: index changes wake the loop, which starts after the first full sync.
         let notify = Arc::new(Notify::new());
@@ -155,6 +171,7 @@ impl Replica {
             election: Some(election),
             source: Some(source),
             tasks: vec![feeder, sync],
+            link,
         }
     }
 
@@ -175,7 +192,7 @@ impl Replica {
     }
 
     fn passes(&self) -> u64 {
-        self.metrics.passes.load(Ordering::SeqCst)
+        self.metrics.sync_passes()
     }
 
     fn is_ready(&self) -> bool {
@@ -363,11 +380,11 @@ struct Writes {
 /// Creates a route for `host`, waits until BIND answers it, then lets every live replica
 /// complete at least one more sync pass (a follower that would write wrongly gets its chance)
 /// before counting.
-async fn publish(server: &ApiServer, bind: &Bind, replicas: &[Replica], host: &str) -> Writes {
+async fn publish(api: &ClusterApi, bind: &Bind, replicas: &[Replica], host: &str) -> Writes {
     let updates_before: Vec<u64> = replicas.iter().map(Replica::updates).collect();
     let serial_before = serial(bind).await;
     let name = host.split('.').next().unwrap();
-    server.create(route(name, host)).unwrap();
+    api.create(route(name, host)).await;
     wait_for(
         &format!("{host} to answer from BIND"),
         Duration::from_secs(15),
@@ -416,13 +433,23 @@ fn assert_single_writer(writes: &Writes, writer: usize, host: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_write() {
     let bind = Bind::start(ZONE, "");
-    let server = ApiServer::start().await;
-    server.create(gateway()).unwrap();
+    let cluster = tokio::task::block_in_place(|| {
+        let cluster = ControlPlane::start();
+        cluster.install_gateway_dns_rbac();
+        cluster
+    });
+    let api = ClusterApi::new(cluster.admin_client().await);
+    for namespace in ["infra", "shop"] {
+        api.ensure_namespace(namespace).await;
+    }
+    api.create(gateway()).await;
+    tokio::task::block_in_place(|| cluster.gateway_address("infra/public", &[GATEWAY_ADDRESS]));
+    let leases = Api::<Lease>::namespaced(cluster.admin_client().await, LEASE_NAMESPACE);
     let serial_at_start = serial(&bind).await;
 
     let mut replicas = vec![
-        Replica::start(&server, &bind, "replica-a").await,
-        Replica::start(&server, &bind, "replica-b").await,
+        Replica::start(&cluster, &bind, "replica-a").await,
+        Replica::start(&cluster, &bind, "replica-b").await,
     ];
     let sampler = Sampler::spawn(replicas.iter().map(Replica::flag).collect());
     wait_for("both sources to sync", Duration::from_secs(15), || async {
@@ -437,7 +464,7 @@ async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_w
     let second = 1 - first;
 
     // 1. The leader publishes; the follower, whose index holds the same route, writes nothing.
-    let writes = publish(&server, &bind, &replicas, "one.example.com").await;
+    let writes = publish(&api, &bind, &replicas, "one.example.com").await;
     assert!(replicas[second].would_publish("one.example.com"));
     assert_single_writer(&writes, first, "one.example.com");
     assert_eq!(replicas[second].updates(), 0, "the follower never wrote");
@@ -446,8 +473,7 @@ async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_w
     // 2. Partition the leader from the API (its Lease renewals and watches fail): it steps down
     //    before the other can take over, and the other does within the lease duration.
     let isolated_at = Instant::now();
-    server.isolate_client(replicas[first].name, 500);
-    server.drop_watches();
+    replicas[first].link.cut();
     wait_for(
         "the follower to take over",
         TAKEOVER_LIMIT + Duration::from_secs(2),
@@ -481,7 +507,7 @@ async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_w
 
     // A route created after the hand-over: the new leader publishes it. The partitioned replica
     // cannot see it, so its own plan would delete the owned record; it must not write.
-    let writes = publish(&server, &bind, &replicas, "two.example.com").await;
+    let writes = publish(&api, &bind, &replicas, "two.example.com").await;
     assert!(
         !replicas[first].would_publish("two.example.com"),
         "the partitioned replica's index is stale (the partition is real)"
@@ -492,7 +518,7 @@ async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_w
 
     // 3. The partition heals: the old leader catches up as a follower. Then the new leader
     //    crashes without releasing the Lease; the old one takes over once the Lease expires.
-    server.clear_failures();
+    replicas[first].link.restore();
     wait_for(
         "the healed replica to catch up",
         Duration::from_secs(20),
@@ -521,11 +547,11 @@ async fn two_replicas_only_the_lease_holder_writes_and_hand_overs_never_double_w
         takeover >= LEASE - RETRY * 2,
         "waited out the crashed leader's Lease: {takeover:?}"
     );
-    let lease = server.get("Lease", "gateway-dns", "gateway-dns").unwrap();
-    assert_eq!(lease["spec"]["holderIdentity"], replicas[first].name);
-    assert_eq!(lease["spec"]["leaseTransitions"], 2);
+    let lease = leases.get(LEASE_NAME).await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(replicas[first].name));
+    assert_eq!(lease.lease_transitions, Some(2));
 
-    let writes = publish(&server, &bind, &replicas, "three.example.com").await;
+    let writes = publish(&api, &bind, &replicas, "three.example.com").await;
     assert_single_writer(&writes, first, "three.example.com");
     for host in ["one.example.com", "two.example.com"] {
         assert_eq!(answer(&bind, host).await, [GATEWAY_ADDRESS], "{host} kept");

@@ -1,31 +1,14 @@
-//! Records and conflicts: settles every claimed name into DNS records and violations.
+//! Records and conflicts: settles every claimed name into DNS records and violations, over any
+//! [`World`]. ("Plan" is kept for the DNS changes the sync loop makes.)
 
 use std::cmp::Ordering;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::attach::{Claim, Finding, RouteEval, World};
+use super::world::{Claim, Finding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
-use crate::index::{RouteId, Snapshot};
-use crate::model::{Address, Route};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum RecordType {
-    A,
-    AAAA,
-    CNAME,
-}
-
-impl RecordType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordType::A => "A",
-            RecordType::AAAA => "AAAA",
-            RecordType::CNAME => "CNAME",
-        }
-    }
-}
+use crate::model::{Address, RecordType, Route};
 
 /// One DNS record set gateway-dns wants published (the `check` JSON shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,14 +26,14 @@ pub struct Record {
 
 /// Everything one installation would publish, and every finding.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct Outcome {
     /// Sorted by (dnsName, recordType).
     pub records: Vec<Record>,
     /// Sorted by object, then reason; `ignore` actions are left out.
     pub violations: Vec<Violation>,
 }
 
-impl Plan {
+impl Outcome {
     pub fn denies(&self) -> bool {
         self.violations.iter().any(|v| v.action == Action::Deny)
     }
@@ -101,14 +84,14 @@ pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
 }
 
 /// Every claim on `name`, in precedence order.
-pub fn claimants<'a>(snap: &'a Snapshot, name: &str) -> Vec<Claimant<'a>> {
-    claimants_among(snap, name, snap.claimants(name))
+pub fn claimants<'a, W: World>(world: &'a W, name: &str) -> Vec<Claimant<'a>> {
+    claimants_among(world, name, world.claimants(name))
 }
 
-fn claimants_among<'a>(snap: &'a Snapshot, name: &str, ids: &[RouteId]) -> Vec<Claimant<'a>> {
+fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> Vec<Claimant<'a>> {
     let mut out = Vec::new();
     for id in ids {
-        if let Some(entry) = snap.route(id) {
+        if let Some(entry) = world.route(id) {
             for claim in entry.eval.claims.iter().filter(|c| &*c.name == name) {
                 out.push(Claimant {
                     route: &entry.route,
@@ -277,9 +260,9 @@ pub fn records_for(settlement: &Settlement) -> Vec<Record> {
 }
 
 /// Resolves a finding's action for a route (mode from its Namespace label, then `--action`).
-pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation {
+pub fn violation<W: World>(world: &W, route: &Route, finding: &Finding) -> Violation {
     violation_parts(
-        snap,
+        world,
         route,
         finding.reason,
         finding.hostname.as_deref().map(str::to_owned),
@@ -289,9 +272,9 @@ pub fn violation(snap: &Snapshot, route: &Route, finding: &Finding) -> Violation
 }
 
 /// [`violation`] for a finding that is no longer needed: its strings move, not copied.
-pub fn into_violation(snap: &Snapshot, route: &Route, finding: Finding) -> Violation {
+pub fn into_violation<W: World>(world: &W, route: &Route, finding: Finding) -> Violation {
     violation_parts(
-        snap,
+        world,
         route,
         finding.reason,
         finding.hostname.map(Into::into),
@@ -300,17 +283,18 @@ pub fn into_violation(snap: &Snapshot, route: &Route, finding: Finding) -> Viola
     )
 }
 
-pub fn violation_parts(
-    snap: &Snapshot,
+pub fn violation_parts<W: World>(
+    world: &W,
     route: &Route,
     reason: Reason,
     hostname: Option<String>,
     field: String,
     message: String,
 ) -> Violation {
-    let cfg = snap.config();
+    let cfg = world.config();
     let mode = cfg.mode_for(
-        snap.namespace(&route.meta.namespace)
+        world
+            .namespace(&route.meta.namespace)
             .map(|ns| &ns.meta.labels),
     );
     Violation {
@@ -324,23 +308,23 @@ pub fn violation_parts(
 }
 
 /// Settles one name: its records and the conflict violations of the claims that lose it.
-pub fn plan_name(snap: &Snapshot, name: &str) -> (Vec<Record>, Vec<Violation>) {
-    plan_claimed_name(snap, name, snap.claimants(name))
+pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Violation>) {
+    settle_claimed_name(world, name, world.claimants(name))
 }
 
-fn plan_claimed_name(
-    snap: &Snapshot,
+fn settle_claimed_name<W: World>(
+    world: &W,
     name: &str,
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
-    let settlement = settle(snap.config(), name, claimants_among(snap, name, ids));
+    let settlement = settle(world.config(), name, claimants_among(world, name, ids));
     let records = records_for(&settlement);
     let violations = settlement
         .losers
         .into_iter()
         .map(|(c, message)| {
             violation_parts(
-                snap,
+                world,
                 c.route,
                 Reason::HostnameConflict,
                 Some(name.to_owned()),
@@ -352,43 +336,43 @@ fn plan_claimed_name(
     (records, violations)
 }
 
-/// The full plan over a snapshot: every record and every violation.
-pub fn full_plan(snap: &Snapshot) -> Plan {
+/// Every record and every violation of a world.
+pub fn settle_all<W: World>(world: &W) -> Outcome {
     let mut records = Vec::new();
     let mut violations = Vec::new();
-    for (name, ids) in snap.claims() {
-        let (r, v) = plan_claimed_name(snap, name, ids);
+    for (name, ids) in world.claims() {
+        let (r, v) = settle_claimed_name(world, name, ids);
         records.extend(r);
         violations.extend(v);
     }
-    for (_, entry) in snap.routes() {
+    for (_, entry) in world.routes() {
         violations.extend(
             entry
                 .eval
                 .findings
                 .iter()
-                .map(|f| violation(snap, &entry.route, f)),
+                .map(|f| violation(world, &entry.route, f)),
         );
     }
     finish(records, violations)
 }
 
-/// Sorts and filters a plan into its stable output order.
-pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Plan {
+/// Sorts and filters records and violations into their stable output order.
+pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outcome {
     records.sort_by(|a, b| (&a.dns_name, a.record_type).cmp(&(&b.dns_name, b.record_type)));
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
     violations.dedup();
-    Plan {
+    Outcome {
         records,
         violations,
     }
 }
 
-/// Conflicts of a route under review (the newcomer), evaluated against a snapshot that does not
+/// Conflicts of a route under review (the newcomer), evaluated against a world that does not
 /// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
 /// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
-pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> Vec<Violation> {
+pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Violation> {
     // The route's own earlier version (same key) is not an incumbent.
     let is_self = |id: &RouteId| {
         id.kind == route.kind && id.namespace == route.meta.namespace && id.name == route.meta.name
@@ -410,8 +394,8 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
                 }),
         );
         incumbents.clear();
-        for id in snap.claimants(name).iter().filter(|id| !is_self(id)) {
-            if let Some(entry) = snap.route(id) {
+        for id in world.claimants(name).iter().filter(|id| !is_self(id)) {
+            if let Some(entry) = world.route(id) {
                 incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
                     |claim| Claimant {
                         route: &entry.route,
@@ -441,7 +425,7 @@ pub fn newcomer_conflicts(snap: &Snapshot, route: &Route, eval: &RouteEval) -> V
             };
             if let Some(incumbent) = incumbent {
                 out.push(violation_parts(
-                    snap,
+                    world,
                     route,
                     Reason::HostnameConflict,
                     Some(name.to_owned()),

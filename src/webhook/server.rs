@@ -1,25 +1,18 @@
-//! The HTTPS admission webhook server: axum routes served over tokio-rustls with hyper-util's
-//! auto builder (HTTP/1.1 and HTTP/2), plus an optional plain-HTTP listener for `/metrics`.
+//! The HTTPS webhook server: axum routes served over tokio-rustls with hyper-util's auto builder
+//! (HTTP/1.1 and HTTP/2), plus an optional plain-HTTP listener for `/metrics`.
 //!
 //! Routes on the webhook listener:
-//! - `POST /validate`: AdmissionReview `admission.k8s.io/v1` → the [`AdmissionHandler`];
+//! - `POST /validate`: AdmissionReview `admission.k8s.io/v1` → read ([`super::review`]),
+//!   decided within its deadline ([`super::dispatch`]), answered ([`super::encode`]);
 //! - `GET /healthz`: 200 while the process serves;
 //! - `GET /readyz`: 200 once TLS is bound *and* the caller marked its sources synced, else 503;
 //! - `GET /metrics`: Prometheus text;
 //! - `POST /baseline-allow` (only with [`WebhookOptions::enable_baseline_route`]): a fixed
 //!   "allowed" answer without decoding, the baseline of the load benchmark.
-//!
-//! Overload policy: evaluations run on the blocking pool, at most
-//! [`WebhookOptions::max_in_flight`] at once (a handler's quick decisions, microseconds each,
-//! run on the request's own task and take no slot). A request that finds no free slot waits
-//! until its admission deadline and is then answered *allowed* with an `EvaluationOverloaded`
-//! warning, like an evaluation that overruns the deadline (`EvaluationTimeout`) or panics
-//! (`EvaluationError`): gateway-dns never blocks a valid object because of its own limits.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -34,19 +27,15 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant as TokioInstant;
 use tokio_rustls::TlsAcceptor;
 
-use crate::metrics::{self, EvaluationErrorKind, Metrics};
-use crate::webhook::{self, AdmissionHandler, AdmissionRequest, Verdict};
+use super::state::{Readiness, WebhookOptions, WebhookState};
+use super::{dispatch, encode, review, tls};
+use crate::metrics::{self, Metrics};
 
-/// Largest AdmissionReview body accepted (kube-apiserver's own request limit is 3 MiB).
-pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-pub const DEFAULT_ADMISSION_DEADLINE: Duration = Duration::from_secs(2);
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
-const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client that opens TCP but never finishes the TLS handshake is dropped after this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/1.1 request headers must arrive within this (also closes idle keep-alive connections).
@@ -55,8 +44,6 @@ const MAX_CONNECTIONS: usize = 4096;
 const MAX_HTTP2_STREAMS: u32 = 256;
 /// How long in-flight requests may finish after shutdown is requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Kept out of the API server's own timeout so our answer arrives before it gives up.
-const APISERVER_TIMEOUT_MARGIN: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -68,97 +55,7 @@ pub enum Error {
     #[error("server failed: {0}")]
     Serve(std::io::Error),
     #[error(transparent)]
-    Tls(#[from] crate::tls::Error),
-}
-
-/// Tunables of the `/validate` route.
-#[derive(Debug, Clone)]
-pub struct WebhookOptions {
-    /// Every review is answered within this time from its arrival (or the API server's
-    /// `?timeout=`, whichever is shorter), if need be "allowed" with a warning.
-    pub admission_deadline: Duration,
-    /// Evaluations on the blocking pool running at once; more wait for a slot until their
-    /// deadline. Quick decisions (see `AdmissionHandler::is_quick`) need no slot.
-    pub max_in_flight: usize,
-    /// Larger bodies get 413.
-    pub max_body_bytes: usize,
-    /// A body not received within this gets 408.
-    pub body_read_timeout: Duration,
-    /// Serve `POST /baseline-allow` (for the load benchmark only).
-    pub enable_baseline_route: bool,
-}
-
-impl Default for WebhookOptions {
-    fn default() -> Self {
-        Self {
-            admission_deadline: DEFAULT_ADMISSION_DEADLINE,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
-            enable_baseline_route: false,
-        }
-    }
-}
-
-/// Readiness of the webhook: TLS bound (set by [`serve_tls`]) and sources synced (set by the
-/// caller once every source completed its first sync).
-#[derive(Debug, Default)]
-pub struct Readiness {
-    tls_bound: AtomicBool,
-    sources_synced: AtomicBool,
-}
-
-impl Readiness {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    pub fn set_sources_synced(&self, synced: bool) {
-        self.sources_synced.store(synced, Ordering::Release);
-    }
-
-    pub fn set_tls_bound(&self, bound: bool) {
-        self.tls_bound.store(bound, Ordering::Release);
-    }
-
-    pub fn is_tls_bound(&self) -> bool {
-        self.tls_bound.load(Ordering::Acquire)
-    }
-
-    pub fn is_sources_synced(&self) -> bool {
-        self.sources_synced.load(Ordering::Acquire)
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.is_tls_bound() && self.is_sources_synced()
-    }
-}
-
-/// Shared state of the webhook routes.
-#[derive(Clone)]
-pub struct WebhookState {
-    handler: Arc<dyn AdmissionHandler>,
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
-    options: Arc<WebhookOptions>,
-    evaluation_slots: Arc<Semaphore>,
-}
-
-impl WebhookState {
-    pub fn new(
-        handler: Arc<dyn AdmissionHandler>,
-        metrics: Arc<Metrics>,
-        readiness: Arc<Readiness>,
-        options: WebhookOptions,
-    ) -> Self {
-        Self {
-            handler,
-            metrics,
-            readiness,
-            evaluation_slots: Arc::new(Semaphore::new(options.max_in_flight.max(1))),
-            options: Arc::new(options),
-        }
-    }
+    Tls(#[from] tls::Error),
 }
 
 /// The routes of the HTTPS webhook listener.
@@ -192,12 +89,12 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
 /// all `gateway-dns serve` needs for the webhook side.
 pub async fn run_webhook(
     listen: SocketAddr,
-    cert_source: crate::tls::CertSource,
+    cert_source: tls::CertSource,
     state: WebhookState,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     // Keep the runtime (and its reloader) alive while serving.
-    let tls = crate::tls::start(cert_source, state.metrics.clone()).await?;
+    let tls = tls::start(cert_source, state.metrics.clone()).await?;
     let listener = bind(listen).await?;
     let readiness = state.readiness.clone();
     tracing::info!(addr = %listen, "admission webhook listening (HTTPS)");
@@ -209,17 +106,6 @@ pub async fn run_webhook(
         shutdown,
     )
     .await
-}
-
-/// Runs the plain-HTTP metrics listener (`--metrics-listen`) until `shutdown` completes.
-pub async fn run_metrics(
-    listen: SocketAddr,
-    metrics: Arc<Metrics>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
-    let listener = bind(listen).await?;
-    tracing::info!(addr = %listen, "metrics listening (HTTP)");
-    serve_plain(listener, metrics_router(metrics), shutdown).await
 }
 
 /// Binds a TCP listener (a helper so callers get this module's error type).
@@ -366,7 +252,7 @@ async fn answer_review(
         Ok(body) => body,
         Err(rejection) => return (rejection.into_response(), "error"),
     };
-    let review = match webhook::parse_review(&body) {
+    let review = match review::parse_review(&body) {
         Ok(review) => review,
         Err(error) => {
             return (
@@ -376,15 +262,7 @@ async fn answer_review(
         }
     };
     drop(body);
-    let deadline = effective_deadline(state.options.admission_deadline, uri);
-    let (uid, verdict) = if state.handler.is_quick(&review) {
-        let verdict = decide_inline(state, &review);
-        (review.uid, verdict)
-    } else {
-        let uid = review.uid.clone();
-        let verdict = evaluate_on_blocking_pool(state, review, arrived + deadline, deadline).await;
-        (uid, verdict)
-    };
+    let (uid, verdict) = dispatch::decide(state, review, uri, arrived).await;
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
     tracing::debug!(
         %uid,
@@ -393,7 +271,7 @@ async fn answer_review(
         elapsed = ?arrived.elapsed(),
         "answered admission review"
     );
-    let answer = webhook::encode_review_response(&uid, &verdict);
+    let answer = encode::encode_review_response(&uid, &verdict);
     (
         (
             StatusCode::OK,
@@ -403,115 +281,6 @@ async fn answer_review(
             .into_response(),
         outcome,
     )
-}
-
-/// A decision the handler calls quick runs right on the request's task: it takes
-/// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
-/// a small machine) cost several times the decision itself. It never waits, so it takes no
-/// evaluation slot; a panic becomes an "allowed" verdict with a warning and a metric.
-fn decide_inline(state: &WebhookState, request: &AdmissionRequest) -> Verdict {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        state.handler.handle(request)
-    }));
-    outcome.unwrap_or_else(|_| handler_failed(state, &"panicked"))
-}
-
-/// Runs the handler on the blocking pool within the deadline, where an overrun cannot stall
-/// the server and the deadline answer always goes out; every failure mode becomes an
-/// "allowed" verdict with a warning and a metric.
-async fn evaluate_on_blocking_pool(
-    state: &WebhookState,
-    request: AdmissionRequest,
-    deadline_at: TokioInstant,
-    deadline: Duration,
-) -> Verdict {
-    // A free slot is the common case: take it without arming a timer.
-    let slot = match state.evaluation_slots.clone().try_acquire_owned() {
-        Ok(permit) => Ok(Ok(permit)),
-        Err(_) => {
-            tokio::time::timeout_at(deadline_at, state.evaluation_slots.clone().acquire_owned())
-                .await
-        }
-    };
-    let permit = match slot {
-        Ok(Ok(permit)) => permit,
-        // Timed out waiting (a closed semaphore cannot happen: we never close it).
-        Ok(Err(_)) | Err(_) => {
-            state
-                .metrics
-                .record_evaluation_error(EvaluationErrorKind::Overloaded);
-            tracing::warn!(
-                max_in_flight = state.options.max_in_flight,
-                "no evaluation slot before the deadline; allowing"
-            );
-            return Verdict::allow_with_warnings(vec![format!(
-                "EvaluationOverloaded: gateway-dns was too busy to evaluate this in {}; allowed",
-                human_duration(deadline)
-            )]);
-        }
-    };
-    let handler = state.handler.clone();
-    let evaluation = tokio::task::spawn_blocking(move || {
-        // The slot stays taken until the handler returns, even after a timeout answer.
-        let _permit = permit;
-        handler.handle(&request)
-    });
-    match tokio::time::timeout_at(deadline_at, evaluation).await {
-        Ok(Ok(verdict)) => verdict,
-        Ok(Err(join_error)) => handler_failed(state, &join_error),
-        Err(_) => {
-            state
-                .metrics
-                .record_evaluation_error(EvaluationErrorKind::Timeout);
-            tracing::warn!(deadline = ?deadline, "admission handler overran the deadline; allowing");
-            Verdict::allow_with_warnings(vec![format!(
-                "EvaluationTimeout: gateway-dns did not finish in {}; allowed",
-                human_duration(deadline)
-            )])
-        }
-    }
-}
-
-fn handler_failed(state: &WebhookState, error: &dyn std::fmt::Display) -> Verdict {
-    state
-        .metrics
-        .record_evaluation_error(EvaluationErrorKind::Panic);
-    tracing::error!(%error, "admission handler failed; allowing");
-    Verdict::allow_with_warnings(vec![
-        "EvaluationError: gateway-dns failed while evaluating this object; allowed".to_string(),
-    ])
-}
-
-/// Our deadline, shortened when the API server says it will give up sooner (`?timeout=10s`).
-fn effective_deadline(configured: Duration, uri: &Uri) -> Duration {
-    let apiserver_timeout = uri.query().and_then(|query| {
-        query
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("timeout="))
-            .and_then(parse_go_seconds)
-    });
-    match apiserver_timeout {
-        Some(timeout) => configured.min(timeout.saturating_sub(APISERVER_TIMEOUT_MARGIN)),
-        None => configured,
-    }
-}
-
-/// Parses the `<N>s` form kube-apiserver uses for the webhook timeout.
-fn parse_go_seconds(text: &str) -> Option<Duration> {
-    let seconds: u64 = text.strip_suffix('s')?.parse().ok()?;
-    Some(Duration::from_secs(seconds))
-}
-
-/// `2s`, `1.5s` or `250ms`.
-pub fn human_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 1000 {
-        format!("{millis}ms")
-    } else if millis.is_multiple_of(1000) {
-        format!("{}s", millis / 1000)
-    } else {
-        format!("{}s", duration.as_secs_f64())
-    }
 }
 
 /// An HTTP error answer with a JSON body `{"error": "..."}`.
@@ -663,27 +432,6 @@ fn json_response(status: StatusCode, value: &Value) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deadline_follows_a_shorter_apiserver_timeout() {
-        let configured = Duration::from_secs(2);
-        let uri: Uri = "/validate?timeout=10s".parse().unwrap();
-        assert_eq!(effective_deadline(configured, &uri), configured);
-        let uri: Uri = "/validate?timeout=1s".parse().unwrap();
-        assert_eq!(
-            effective_deadline(configured, &uri),
-            Duration::from_millis(800)
-        );
-        let uri: Uri = "/validate?timeout=bogus".parse().unwrap();
-        assert_eq!(effective_deadline(configured, &uri), configured);
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(human_duration(Duration::from_secs(2)), "2s");
-        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(human_duration(Duration::from_millis(300)), "300ms");
-    }
 
     #[test]
     fn json_content_type_allows_parameters() {

@@ -1,0 +1,12 @@
+//! One file per subcommand: what `gateway-dns serve`, `check` and `certs` do, and the
+//! generator of the flags reference. The application's edge: errors here are `anyhow`.
+
+pub mod certs;
+pub mod check;
+pub mod flags_doc;
+pub mod serve;
+
+/// Exit codes of `check` (and `certs`, which fails with `EXIT_INPUT`).
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_DENIED: u8 = 1;
+pub const EXIT_INPUT: u8 = 2;

@@ -1,0 +1,497 @@
+//! `gateway-dns serve`: one process, one index, fed by a source and read by the webhook and the
+//! sync loop. This is the application edge: errors are `anyhow`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::cli::{ProviderKind, ServeArgs};
+use crate::dns::secret::SecretSource;
+use crate::dns::{Provider, embedded, pdns, rfc2136};
+use crate::engine::Config;
+use crate::engine::settle::settle_all;
+use crate::index::{Index, Snapshot};
+use crate::leader::{LeaderConfig, LeaderElection};
+use crate::metrics::Metrics;
+use crate::model::ObjectKind;
+use crate::model::dns_name::canonical;
+use crate::source::{files, kube};
+use crate::sync::desired::{EngineDesired, inferred_zones};
+use crate::sync::{SyncConfig, Syncer};
+use crate::webhook::decide::EngineHandler;
+use crate::webhook::server;
+use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
+use crate::webhook::tls::{self, CertSource};
+
+/// How often the files source looks for changed manifests.
+const MANIFEST_POLL: Duration = Duration::from_secs(1);
+/// How often the cluster source's staleness is exported.
+const STALENESS_EXPORT: Duration = Duration::from_secs(5);
+/// How long `--once` waits for the source's first full sync.
+const ONCE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs until Ctrl-C / SIGTERM (or, with `--once`, until one sync pass ends). Returns the exit
+/// code.
+pub async fn run(args: ServeArgs) -> Result<u8> {
+    if !args.webhook && !args.sync {
+        bail!("--webhook false and --sync false leave nothing to run");
+    }
+    let cfg = Arc::new(args.engine.to_config()?);
+    let mut process = Process::new(Index::with_config(cfg.clone()));
+    let source = start_source(&args, &cfg, &mut process).await?;
+    process.watch_index(source.synced.clone());
+    if args.sync {
+        let syncer = build_syncer(&args, &source, &mut process).await?;
+        if args.once {
+            return run_once(syncer, source.synced).await;
+        }
+        process.spawn_sync(syncer, source.synced.clone());
+    }
+    if args.webhook {
+        start_webhook(&args, &mut process).await?;
+    } else {
+        // Without the webhook there is no TLS to wait for: readiness is the source's.
+        process.readiness.set_tls_bound(true);
+    }
+    if let Some(addr) = args.metrics_listen {
+        start_metrics_listener(addr, &mut process).await?;
+    }
+    process.until_shutdown().await
+}
+
+/// What the parts of `serve` share: one index, one set of metrics, the webhook's readiness, and
+/// the tasks that run for the life of the process (one ending ends the process).
+struct Process {
+    index: Index,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    tasks: JoinSet<Result<()>>,
+}
+
+/// The running source.
+struct Source {
+    /// Turns true after the source's first full sync.
+    synced: watch::Receiver<bool>,
+    /// The cluster source and its client; None with `--manifests`.
+    cluster: Option<(::kube::Client, Arc<kube::KubeSource>)>,
+    /// The manifests as first read (files source), to infer zones from.
+    initial: Option<Snapshot>,
+}
+
+/// How often the cache gauges may be recomputed (counting routes walks the index).
+const GAUGE_REFRESH: Duration = Duration::from_secs(1);
+
+impl Process {
+    fn new(index: Index) -> Process {
+        Process {
+            index,
+            metrics: Arc::new(Metrics::new()),
+            readiness: Readiness::new(),
+            tasks: JoinSet::new(),
+        }
+    }
+
+    /// Readiness follows the source's first sync; cache gauges follow the index, at most once
+    /// per [`GAUGE_REFRESH`] so a burst of changes costs one count, not one per change.
+    fn watch_index(&mut self, mut synced: watch::Receiver<bool>) {
+        let readiness = self.readiness.clone();
+        self.tasks.spawn(async move {
+            wait_synced(&mut synced).await?;
+            readiness.set_sources_synced(true);
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        let (index, metrics) = (self.index.clone(), self.metrics.clone());
+        self.tasks.spawn(async move {
+            let mut changes = index.subscribe();
+            loop {
+                let snapshot = index.snapshot();
+                for kind in ObjectKind::ALL {
+                    metrics.set_cache_objects(kind.kind(), snapshot.len_of(kind) as u64);
+                }
+                drop(snapshot);
+                if changes.changed().await.is_err() {
+                    return Ok(());
+                }
+                tokio::time::sleep(GAUGE_REFRESH).await;
+            }
+        });
+    }
+
+    /// Index changes wake the sync loop, which starts only after the source's first full sync:
+    /// with an empty index, policy `sync` would delete every record it owns.
+    fn spawn_sync(&mut self, syncer: Arc<Syncer>, mut synced: watch::Receiver<bool>) {
+        let notify = Arc::new(Notify::new());
+        let (index, changed) = (self.index.clone(), notify.clone());
+        self.tasks.spawn(async move {
+            let mut changes = index.subscribe();
+            while changes.changed().await.is_ok() {
+                changed.notify_one();
+            }
+            Ok(())
+        });
+        self.tasks.spawn(async move {
+            wait_synced(&mut synced).await?;
+            syncer.run(notify, std::future::pending::<()>()).await;
+            Ok(())
+        });
+    }
+
+    /// Serves until Ctrl-C / SIGTERM (exit 0) or until a task ends, which is an error.
+    async fn until_shutdown(mut self) -> Result<u8> {
+        tokio::select! {
+            () = shutdown_signal() => {
+                tracing::info!("shutting down");
+                Ok(0)
+            }
+            Some(result) = self.tasks.join_next() => match result {
+                Ok(Ok(())) => bail!("a serving task ended unexpectedly"),
+                Ok(Err(err)) => Err(err),
+                Err(err) => Err(err).context("a serving task failed"),
+            },
+        }
+    }
+}
+
+/// Starts the files source (`--manifests`) or the cluster source.
+async fn start_source(
+    args: &ServeArgs,
+    cfg: &Arc<Config>,
+    process: &mut Process,
+) -> Result<Source> {
+    let Some(dir) = &args.manifests else {
+        return start_cluster_source(args, process).await;
+    };
+    let paths = vec![dir.clone()];
+    // Fail fast on a bad start: an operator typo should not look like an empty cluster.
+    let loaded = files::load_paths(&paths)
+        .with_context(|| format!("reading manifests from {}", dir.display()))?;
+    let initial = Snapshot::from_objects(cfg.clone(), loaded.into_iter().map(|l| l.object));
+    let (synced_tx, synced) = watch::channel(false);
+    tokio::spawn(files::watch(
+        paths,
+        process.index.clone(),
+        MANIFEST_POLL,
+        synced_tx,
+    ));
+    Ok(Source {
+        synced,
+        cluster: None,
+        initial: Some(initial),
+    })
+}
+
+async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result<Source> {
+    let client = kube::client(args.kubeconfig.as_deref())
+        .await
+        .context("connecting to the cluster (pass --manifests DIR to run without one)")?;
+    let config = kube::Config {
+        discovery_interval: args.discovery_interval,
+        ..kube::Config::default()
+    };
+    let source = Arc::new(kube::KubeSource::spawn(
+        client.clone(),
+        process.index.clone(),
+        config,
+    ));
+    let synced = source.ready();
+    let (exported, metrics) = (source.clone(), process.metrics.clone());
+    // Keep the source alive and export its staleness.
+    process.tasks.spawn(async move {
+        loop {
+            for (kind, staleness) in exported.staleness() {
+                metrics.set_source_staleness(kind.kind(), staleness);
+            }
+            tokio::time::sleep(STALENESS_EXPORT).await;
+        }
+    });
+    Ok(Source {
+        synced,
+        cluster: Some((client, source)),
+        initial: None,
+    })
+}
+
+/// The sync loop's syncer: zones, provider and policy from the flags; with the cluster source,
+/// writes gated by the Lease (when leader election is on) and the source's health.
+async fn build_syncer(
+    args: &ServeArgs,
+    source: &Source,
+    process: &mut Process,
+) -> Result<Arc<Syncer>> {
+    let zones = zones_for(args, source.initial.as_ref())?;
+    let provider = provider_for(args, &zones).await?;
+    let mut sync_config = SyncConfig::new(args.txt_owner_id.clone(), zones.clone());
+    sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    sync_config.interval = args.interval;
+    sync_config.dry_run = args.dry_run;
+    sync_config.txt_wildcard_replacement = args.txt_wildcard_replacement.clone();
+    let mut syncer = Syncer::new(
+        provider,
+        Arc::new(EngineDesired::new(process.index.clone())),
+        sync_config,
+        process.metrics.clone(),
+    );
+    if let Some((client, cluster_source)) = &source.cluster {
+        let leader = match args.leader_election {
+            true => Some(start_leader_election(args, client, process)?),
+            false => None,
+        };
+        syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
+    }
+    tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
+    Ok(Arc::new(syncer))
+}
+
+/// Campaigns for the Lease for the life of the process; the receiver says whether we hold it.
+fn start_leader_election(
+    args: &ServeArgs,
+    client: &::kube::Client,
+    process: &mut Process,
+) -> Result<watch::Receiver<bool>> {
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()));
+    let leader_config =
+        LeaderConfig::new(&args.leader_election_namespace, &args.lease_name, &identity);
+    let election =
+        LeaderElection::spawn(client.clone(), leader_config).context("starting leader election")?;
+    let leader = election.is_leader();
+    process.tasks.spawn(async move {
+        // Keep the election alive for the life of the process.
+        let _election = election;
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    Ok(leader)
+}
+
+/// The HTTPS webhook: certificates (files, reloaded on change, or made in memory), the engine's
+/// handler, bound before this returns so a taken port fails the start.
+async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
+    let cert_source = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert_path), Some(key_path)) => CertSource::Files {
+            cert_path: cert_path.clone(),
+            key_path: key_path.clone(),
+            poll_interval: tls::DEFAULT_POLL_INTERVAL,
+        },
+        (None, None) => CertSource::InMemory {
+            service: args.service_name.clone(),
+            namespace: args.service_namespace.clone(),
+            ca_out: args.local_ca_out.clone(),
+        },
+        _ => bail!("--tls-cert and --tls-key go together"),
+    };
+    let tls_runtime = tls::start(cert_source, process.metrics.clone())
+        .await
+        .context("setting up TLS")?;
+    let options = WebhookOptions {
+        admission_deadline: args.admission_deadline,
+        ..WebhookOptions::default()
+    };
+    let handler = Arc::new(EngineHandler::new(
+        process.index.clone(),
+        process.metrics.clone(),
+    ));
+    let app = server::router(WebhookState::new(
+        handler,
+        process.metrics.clone(),
+        process.readiness.clone(),
+        options,
+    ));
+    let listener = server::bind(args.listen).await?;
+    tracing::info!(addr = %args.listen, "webhook listening (HTTPS)");
+    let readiness = process.readiness.clone();
+    let config = tls_runtime.server_config.clone();
+    process.tasks.spawn(async move {
+        // Keep the TLS runtime (and its reloader) alive as long as the server runs.
+        let _tls_runtime = tls_runtime;
+        server::serve_tls(
+            listener,
+            config,
+            app,
+            readiness,
+            std::future::pending::<()>(),
+        )
+        .await?;
+        Ok(())
+    });
+    Ok(())
+}
+
+/// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`).
+async fn start_metrics_listener(addr: std::net::SocketAddr, process: &mut Process) -> Result<()> {
+    let listener = server::bind(addr).await?;
+    tracing::info!(%addr, "metrics listening (HTTP)");
+    let app = server::metrics_router(process.metrics.clone());
+    process.tasks.spawn(async move {
+        server::serve_plain(listener, app, std::future::pending::<()>()).await?;
+        Ok(())
+    });
+    Ok(())
+}
+
+/// How often the write gate looks at the source's health between leadership changes.
+const GATE_POLL: Duration = Duration::from_millis(250);
+
+/// Open while this replica may write DNS: it holds the Lease (when there is an election) and its
+/// cluster source is in sync. Leadership changes pass through at once; source health is polled.
+pub fn write_gate(
+    mut leader: Option<watch::Receiver<bool>>,
+    source: Arc<kube::KubeSource>,
+) -> watch::Receiver<bool> {
+    let (gate, open) = watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+            let should_open = leading && source.in_sync();
+            gate.send_if_modified(|current| std::mem::replace(current, should_open) != should_open);
+            let leadership_changed = async {
+                match leader.as_mut() {
+                    Some(l) => l.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                alive = leadership_changed => if !alive {
+                    gate.send_replace(false);
+                    return;
+                },
+                () = tokio::time::sleep(GATE_POLL) => {}
+                () = gate.closed() => return,
+            }
+        }
+    });
+    open
+}
+
+/// The managed zones: `--zone`, or for the embedded server alone, inferred from the records the
+/// manifests would publish (so the local quick start needs no flags).
+fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>> {
+    let mut zones: Vec<String> = args
+        .zones
+        .iter()
+        .chain(&args.rfc2136_zones)
+        .map(|z| canonical(z.trim()).into_owned())
+        .collect();
+    zones.sort();
+    zones.dedup();
+    if !zones.is_empty() {
+        return Ok(zones);
+    }
+    match (args.provider, initial) {
+        (ProviderKind::Embedded, Some(snapshot)) => {
+            let inferred = inferred_zones(&settle_all(snapshot));
+            if inferred.is_empty() {
+                bail!(
+                    "no --zone given and none can be inferred from the manifests: pass --zone ZONE"
+                );
+            }
+            tracing::info!(zones = ?inferred, "serving zones inferred from the manifests; pass --zone to choose");
+            Ok(inferred)
+        }
+        _ => bail!("pass --zone ZONE (repeatable): the zones gateway-dns manages"),
+    }
+}
+
+async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Provider>> {
+    Ok(match args.provider {
+        ProviderKind::Embedded => {
+            let mut config = embedded::EmbeddedConfig::new(zones.to_vec());
+            config.listen = args.dns_listen;
+            let server = embedded::EmbeddedDns::start(config).await?;
+            tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
+            Arc::new(server)
+        }
+        ProviderKind::Rfc2136 => {
+            let Some(server) = args.rfc2136_server else {
+                bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT");
+            };
+            let tsig = match &args.rfc2136_tsig_key_name {
+                None => None,
+                Some(name) => {
+                    let algorithm = args
+                        .rfc2136_tsig_algorithm
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-tsig-algorithm: {e}"))?;
+                    let secret = SecretSource::pick(
+                        args.rfc2136_tsig_secret_file.clone(),
+                        rfc2136::TSIG_SECRET_ENV,
+                    );
+                    Some(
+                        rfc2136::TsigKey::load(name, algorithm, &secret)
+                            .context("loading the TSIG key")?,
+                    )
+                }
+            };
+            let config = rfc2136::Rfc2136Config::new(server, zones.to_vec(), tsig);
+            Arc::new(rfc2136::Rfc2136Provider::new(config)?)
+        }
+        ProviderKind::Pdns => {
+            let Some(url) = &args.pdns_server else {
+                bail!("--provider pdns needs --pdns-server URL (e.g. http://127.0.0.1:8081)");
+            };
+            let key = SecretSource::pick(args.pdns_api_key_file.clone(), pdns::API_KEY_ENV);
+            let config = pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
+                .context("loading the PowerDNS API key")?;
+            Arc::new(pdns::PdnsProvider::new(config)?)
+        }
+    })
+}
+
+async fn wait_synced(synced: &mut watch::Receiver<bool>) -> Result<()> {
+    synced
+        .wait_for(|ready| *ready)
+        .await
+        .map(|_| ())
+        .map_err(|_| anyhow::anyhow!("the source stopped before its first sync"))
+}
+
+/// `--once`: one pass after the first full sync; exit 0 when converged, 1 otherwise.
+async fn run_once(syncer: Arc<Syncer>, mut synced: watch::Receiver<bool>) -> Result<u8> {
+    tokio::time::timeout(ONCE_SYNC_TIMEOUT, wait_synced(&mut synced))
+        .await
+        .context("the source did not complete its first sync in time")??;
+    let report = syncer.run_once().await?;
+    let plan = &report.pass.plan;
+    println!(
+        "planned {} create, {} update, {} delete; applied {}; blocked {}; {}",
+        plan.changes.create.len(),
+        plan.changes.update.len(),
+        plan.changes.delete.len(),
+        report.pass.applied,
+        report.remaining.blocked.len(),
+        if report.converged {
+            "converged"
+        } else {
+            "not converged"
+        }
+    );
+    for blocked in &report.remaining.blocked {
+        println!("blocked: {blocked}");
+    }
+    Ok(if report.converged { 0 } else { 1 })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

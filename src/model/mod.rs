@@ -1,0 +1,571 @@
+//! Trimmed projections of the Kubernetes objects gateway-dns reads (this file), the one decoder
+//! that reads them ([`decode`]) and the DNS name rules below both ([`dns_name`]).
+//!
+//! A projection keeps only the fields the engine reads: no managedFields, no full specs, no
+//! `last-applied-configuration`. Strings are boxed slices to keep a typical route well under 1 KiB.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+mod decode;
+pub mod dns_name;
+
+pub use decode::{DecodeError, Projection, RawObject, decode_json, decode_value, type_of};
+
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+/// Every kind of object gateway-dns reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    Namespace,
+    Gateway,
+    ListenerSet,
+    HTTPRoute,
+    GRPCRoute,
+    TLSRoute,
+    TCPRoute,
+    UDPRoute,
+}
+
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 8] = [
+        ObjectKind::Namespace,
+        ObjectKind::Gateway,
+        ObjectKind::ListenerSet,
+        ObjectKind::HTTPRoute,
+        ObjectKind::GRPCRoute,
+        ObjectKind::TLSRoute,
+        ObjectKind::TCPRoute,
+        ObjectKind::UDPRoute,
+    ];
+    pub const ROUTES: [ObjectKind; 5] = [
+        ObjectKind::HTTPRoute,
+        ObjectKind::GRPCRoute,
+        ObjectKind::TLSRoute,
+        ObjectKind::TCPRoute,
+        ObjectKind::UDPRoute,
+    ];
+
+    /// API group ("" for the core group).
+    pub fn group(self) -> &'static str {
+        match self {
+            ObjectKind::Namespace => "",
+            _ => GATEWAY_GROUP,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            ObjectKind::Namespace => "Namespace",
+            ObjectKind::Gateway => "Gateway",
+            ObjectKind::ListenerSet => "ListenerSet",
+            ObjectKind::HTTPRoute => "HTTPRoute",
+            ObjectKind::GRPCRoute => "GRPCRoute",
+            ObjectKind::TLSRoute => "TLSRoute",
+            ObjectKind::TCPRoute => "TCPRoute",
+            ObjectKind::UDPRoute => "UDPRoute",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            ObjectKind::Namespace => "namespaces",
+            ObjectKind::Gateway => "gateways",
+            ObjectKind::ListenerSet => "listenersets",
+            ObjectKind::HTTPRoute => "httproutes",
+            ObjectKind::GRPCRoute => "grpcroutes",
+            ObjectKind::TLSRoute => "tlsroutes",
+            ObjectKind::TCPRoute => "tcproutes",
+            ObjectKind::UDPRoute => "udproutes",
+        }
+    }
+
+    /// API versions gateway-dns reads, newest first. All versions of a kind share the fields we read.
+    pub fn versions(self) -> &'static [&'static str] {
+        match self {
+            ObjectKind::Namespace => &["v1"],
+            ObjectKind::Gateway | ObjectKind::GRPCRoute => &["v1", "v1beta1"],
+            ObjectKind::ListenerSet => &["v1"],
+            ObjectKind::HTTPRoute => &["v1", "v1beta1"],
+            ObjectKind::TLSRoute | ObjectKind::TCPRoute | ObjectKind::UDPRoute => {
+                &["v1", "v1alpha3", "v1alpha2"]
+            }
+        }
+    }
+
+    pub fn is_route(self) -> bool {
+        matches!(
+            self,
+            ObjectKind::HTTPRoute
+                | ObjectKind::GRPCRoute
+                | ObjectKind::TLSRoute
+                | ObjectKind::TCPRoute
+                | ObjectKind::UDPRoute
+        )
+    }
+
+    pub fn is_namespaced(self) -> bool {
+        self != ObjectKind::Namespace
+    }
+
+    /// Route kinds that carry `spec.hostnames`.
+    pub fn has_hostnames(self) -> bool {
+        matches!(
+            self,
+            ObjectKind::HTTPRoute | ObjectKind::GRPCRoute | ObjectKind::TLSRoute
+        )
+    }
+
+    /// The kind for an `apiVersion` + `kind` pair, or None when gateway-dns does not read it.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<ObjectKind> {
+        let (group, version) = match api_version.rsplit_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", api_version),
+        };
+        let object_kind = ObjectKind::ALL.into_iter().find(|k| k.kind() == kind)?;
+        (object_kind.group() == group && object_kind.versions().contains(&version))
+            .then_some(object_kind)
+    }
+
+    pub fn from_kind_name(kind: &str) -> Option<ObjectKind> {
+        ObjectKind::ALL.into_iter().find(|k| k.kind() == kind)
+    }
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+/// Identity of an object: kind, namespace ("" for cluster-scoped) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub kind: ObjectKind,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+}
+
+impl ObjectKey {
+    pub fn new(kind: ObjectKind, namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// Labels or annotations: sorted by key, compact.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StringMap(Box<[(Box<str>, Box<str>)]>);
+
+impl StringMap {
+    pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> StringMap {
+        let mut entries: Vec<(Box<str>, Box<str>)> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+            .collect();
+        // Stable, so a repeated key keeps its last value, as a JSON object reader would: of a
+        // run of equal keys, the kept (earlier) entry takes each later one's value.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|later, kept| {
+            let repeated = later.0 == kept.0;
+            if repeated {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            repeated
+        });
+        StringMap(entries.into_boxed_slice())
+    }
+
+    /// The entries whose key passes `keep`.
+    pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> StringMap {
+        StringMap(
+            self.0
+                .iter()
+                .filter(|(key, _)| keep(key))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// The value at key `prefix` + `name`, found without building the key (a hot-path lookup).
+    pub fn get_joined(&self, prefix: &str, name: &str) -> Option<&str> {
+        let wanted = || prefix.bytes().chain(name.bytes());
+        self.0
+            .binary_search_by(|(k, _)| k.bytes().cmp(wanted()))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.0.len() * std::mem::size_of::<(Box<str>, Box<str>)>()
+            + self.0.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+    }
+}
+
+/// The metadata fields the engine reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    pub labels: StringMap,
+    pub annotations: StringMap,
+    /// Seconds since the Unix epoch; None when the object has none (files written by hand).
+    pub created: Option<i64>,
+    pub generation: Option<i64>,
+}
+
+impl Meta {
+    pub fn heap_bytes(&self) -> usize {
+        self.namespace.len()
+            + self.name.len()
+            + self.labels.heap_bytes()
+            + self.annotations.heap_bytes()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespace {
+    pub meta: Meta,
+}
+
+/// A label selector (matchLabels + matchExpressions), as in Kubernetes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    pub requirements: Vec<Requirement>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: SelectorOp,
+    pub values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectorOp {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Equals,
+    NotEquals,
+}
+
+/// `from` of allowedRoutes.namespaces or allowedListeners.namespaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespacesFrom {
+    Same,
+    All,
+    Selector(LabelSelector),
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteGroupKind {
+    pub group: Box<str>,
+    pub kind: Box<str>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllowedRoutes {
+    pub namespaces: NamespacesFrom,
+    /// None: the kinds the listener's protocol supports.
+    pub kinds: Option<Box<[RouteGroupKind]>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    pub name: Box<str>,
+    pub hostname: Option<Box<str>>,
+    pub port: Option<i32>,
+    pub protocol: Box<str>,
+    pub allowed_routes: AllowedRoutes,
+    /// The listener's own status said Accepted=False (ListenerSet listeners report this).
+    pub rejected: bool,
+}
+
+/// An address a Gateway publishes: an IP literal or a DNS hostname.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Address {
+    Ip(IpAddr),
+    Hostname(Box<str>),
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Ip(ip) => write!(f, "{ip}"),
+            Address::Hostname(h) => f.write_str(h),
+        }
+    }
+}
+
+impl Address {
+    /// Parses an address value: IP literal first, else a hostname in canonical form.
+    pub fn parse(value: &str) -> Option<Address> {
+        let value = value.trim();
+        if value.is_empty() {
+            return None;
+        }
+        if let Ok(ip) = value.parse::<IpAddr>() {
+            return Some(Address::Ip(ip));
+        }
+        let host = dns_name::canonical(value);
+        dns_name::is_dns1123_domain(&host).then(|| Address::Hostname(host.into()))
+    }
+}
+
+/// The DNS record types gateway-dns publishes (A, AAAA, CNAME) or reads back (TXT, which its
+/// ownership records use). One type for the engine, the sync plan and the providers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum RecordType {
+    A,
+    AAAA,
+    CNAME,
+    TXT,
+}
+
+impl RecordType {
+    pub const ALL: [RecordType; 4] = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::CNAME,
+        RecordType::TXT,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            RecordType::CNAME => "CNAME",
+            RecordType::TXT => "TXT",
+        }
+    }
+}
+
+impl fmt::Display for RecordType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A record type gateway-dns does not handle.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown record type {0:?} (expected A, AAAA, CNAME or TXT)")]
+pub struct UnknownRecordType(pub String);
+
+impl std::str::FromStr for RecordType {
+    type Err = UnknownRecordType;
+
+    /// Case-insensitive, as DNS APIs spell types either way.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        RecordType::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownRecordType(text.to_string()))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gateway {
+    pub meta: Meta,
+    pub listeners: Box<[Listener]>,
+    /// From `status.addresses`.
+    pub addresses: Box<[Address]>,
+    /// `spec.allowedListeners.namespaces.from` (default None: no ListenerSet may attach).
+    pub allowed_listeners: NamespacesFrom,
+}
+
+/// A reference from a ListenerSet to its Gateway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayRef {
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+}
+
+/// Accepted condition, as the controller reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Acceptance {
+    Accepted,
+    Rejected,
+    Unknown,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSet {
+    pub meta: Meta,
+    pub parent: GatewayRef,
+    pub listeners: Box<[Listener]>,
+    /// From `status.conditions` type Accepted; None when there is no such condition.
+    pub accepted: Option<Acceptance>,
+}
+
+/// A route's parentRef with defaults applied, and what the route's status says of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ParentRef {
+    /// Shared, not copied, for the common group and kinds (most routes name them).
+    pub group: Arc<str>,
+    pub kind: Arc<str>,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    pub section_name: Option<Box<str>>,
+    pub port: Option<i32>,
+    /// The `status.parents` entry for this exact reference (same parent and sectionName), if any.
+    pub status: Option<ParentStatus>,
+}
+
+/// The Accepted condition a controller reported for one parentRef.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParentStatus {
+    pub accepted: Acceptance,
+    pub observed_generation: Option<i64>,
+}
+
+impl ParentRef {
+    /// The object this reference points at, when it is one gateway-dns reads.
+    pub fn target_kind(&self) -> Option<ObjectKind> {
+        if &*self.group != GATEWAY_GROUP {
+            return None;
+        }
+        match &*self.kind {
+            "Gateway" => Some(ObjectKind::Gateway),
+            "ListenerSet" => Some(ObjectKind::ListenerSet),
+            _ => None,
+        }
+    }
+
+    /// Same parent object (ignores sectionName and port).
+    pub fn same_parent(&self, other: &ParentRef) -> bool {
+        self.group == other.group
+            && self.kind == other.kind
+            && self.namespace == other.namespace
+            && self.name == other.name
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub kind: ObjectKind,
+    pub meta: Meta,
+    /// `spec.hostnames` as written (validated by the engine, which reports invalid ones).
+    pub hostnames: Box<[Box<str>]>,
+    pub parent_refs: Box<[ParentRef]>,
+}
+
+impl Route {
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(self.kind, &self.meta.namespace, &self.meta.name)
+    }
+
+    /// Approximate heap bytes owned by this projection (for the memory benchmark).
+    pub fn heap_bytes(&self) -> usize {
+        self.meta.heap_bytes()
+            + self.hostnames.iter().map(|h| h.len() + 16).sum::<usize>()
+            + self
+                .parent_refs
+                .iter()
+                .map(|p| {
+                    std::mem::size_of::<ParentRef>()
+                        + p.namespace.len()
+                        + p.name.len()
+                        + p.section_name.as_ref().map_or(0, |s| s.len())
+                })
+                .sum::<usize>()
+    }
+}
+
+/// Any object gateway-dns reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Object {
+    Namespace(Arc<Namespace>),
+    Gateway(Arc<Gateway>),
+    ListenerSet(Arc<ListenerSet>),
+    Route(Arc<Route>),
+}
+
+impl Object {
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Object::Namespace(_) => ObjectKind::Namespace,
+            Object::Gateway(_) => ObjectKind::Gateway,
+            Object::ListenerSet(_) => ObjectKind::ListenerSet,
+            Object::Route(r) => r.kind,
+        }
+    }
+
+    pub fn meta(&self) -> &Meta {
+        match self {
+            Object::Namespace(o) => &o.meta,
+            Object::Gateway(o) => &o.meta,
+            Object::ListenerSet(o) => &o.meta,
+            Object::Route(o) => &o.meta,
+        }
+    }
+
+    pub fn key(&self) -> ObjectKey {
+        let meta = self.meta();
+        ObjectKey::new(self.kind(), &meta.namespace, &meta.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RecordType, StringMap};
+
+    #[test]
+    fn record_type_parses_case_insensitively() {
+        assert_eq!("aaaa".parse::<RecordType>().unwrap(), RecordType::AAAA);
+        assert!("MX".parse::<RecordType>().is_err());
+    }
+
+    #[test]
+    fn joined_lookup_matches_plain_lookup() {
+        let map = StringMap::from_pairs(
+            ["a/x", "a/xy", "b", "a/", "external-dns.kubernetes.io/ttl"]
+                .iter()
+                .map(|k| (k.to_string(), format!("v-{k}"))),
+        );
+        for (prefix, name) in [
+            ("a/", "x"),
+            ("a/", "xy"),
+            ("a/", ""),
+            ("", "b"),
+            ("external-dns.kubernetes.io/", "ttl"),
+            ("a/", "z"),
+            ("c", ""),
+        ] {
+            let joined = format!("{prefix}{name}");
+            assert_eq!(map.get_joined(prefix, name), map.get(&joined), "{joined}");
+        }
+    }
+}

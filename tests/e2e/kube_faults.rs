@@ -1,0 +1,330 @@
+//! The `kube` source under faults a real API server cannot be made to produce on demand, against
+//! the API double (`tests/support/apiserver`): an object the CRD schema would refuse, error
+//! answers (500, 503, 429), slow answers, and watch streams cut in the middle of an event or
+//! ended all at once. Everything a real server can do is tested on one, in `tests/cluster`.
+
+use std::time::{Duration, Instant};
+
+use gateway_dns::engine::World as _;
+use gateway_dns::index::Index;
+use gateway_dns::model::{self, Object, ObjectKind};
+use gateway_dns::source::kube::{Config, KubeSource, client};
+use serde_json::{Value, json};
+
+use crate::support::apiserver::{ApiServer, GATEWAY_GROUP};
+
+fn fast_config() -> Config {
+    Config {
+        discovery_interval: Duration::from_millis(200),
+        page_size: 7,
+        backoff_min: Duration::from_millis(20),
+        backoff_max: Duration::from_millis(300),
+        recheck_after: Duration::from_secs(2),
+    }
+}
+
+async fn start_source(server: &ApiServer) -> (Index, KubeSource) {
+    let client = client(Some(server.kubeconfig_path())).await.unwrap();
+    let index = Index::new();
+    let source = KubeSource::spawn(client, index.clone(), fast_config());
+    (index, source)
+}
+
+async fn wait_ready(source: &KubeSource) {
+    let mut ready = source.ready();
+    let synced = tokio::time::timeout(Duration::from_secs(10), ready.wait_for(|r| *r)).await;
+    assert!(synced.is_ok_and(|r| r.is_ok()), "{:?}", source.status());
+}
+
+/// Polls `condition` every 10 ms for at most `limit`.
+async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    condition()
+}
+
+fn namespace_object(name: &str, team: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}})
+}
+
+fn gateway(namespace: &str, name: &str, hostname: &str, address: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "gatewayClassName": "example",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": hostname,
+                           "allowedRoutes": {"namespaces": {"from": "All"}}}],
+            "allowedListeners": {"namespaces": {"from": "All"}},
+        },
+        "status": {"addresses": [{"type": "IPAddress", "value": address}]},
+    })
+}
+
+fn listener_set(namespace: &str, name: &str, parent: &str, hostname: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "parentRef": {"name": parent, "namespace": "infra"},
+            "listeners": [{"name": "extra", "port": 443, "protocol": "HTTPS", "hostname": hostname}],
+        },
+    })
+}
+
+fn route(kind: ObjectKind, namespace: &str, name: &str, hostname: &str) -> Value {
+    let mut spec = json!({"parentRefs": [{"name": "public", "namespace": "infra"}]});
+    let mut metadata = json!({"namespace": namespace, "name": name});
+    if kind.has_hostnames() {
+        spec["hostnames"] = json!([hostname]);
+    } else {
+        metadata["annotations"] = json!({"external-dns.kubernetes.io/hostname": hostname});
+    }
+    json!({"apiVersion": format!("{GATEWAY_GROUP}/v1"), "kind": kind.kind(), "metadata": metadata, "spec": spec})
+}
+
+fn object_of(kind: ObjectKind, namespace: &str, name: &str, variant: &str) -> Value {
+    match kind {
+        ObjectKind::Namespace => namespace_object(name, variant),
+        ObjectKind::Gateway => gateway(
+            namespace,
+            name,
+            &format!("*.{variant}.example.com"),
+            "203.0.113.10",
+        ),
+        ObjectKind::ListenerSet => {
+            listener_set(namespace, name, "public", &format!("{variant}.example.net"))
+        }
+        route_kind => route(
+            route_kind,
+            namespace,
+            name,
+            &format!("{variant}.example.com"),
+        ),
+    }
+}
+
+/// Gives `object` the spec of `replacement` (Namespaces have none).
+fn take_spec(object: &mut Value, replacement: Value) {
+    if let Some(spec) = replacement.get("spec") {
+        object["spec"] = spec.clone();
+    }
+}
+
+/// Compares the index with the double: same keys per kind, same projections.
+fn mismatch(index: &Index, server: &ApiServer) -> Option<String> {
+    let snapshot = index.snapshot();
+    for kind in ObjectKind::ALL {
+        let objects = server.objects(kind.kind());
+        if snapshot.len_of(kind) != objects.len() {
+            return Some(format!(
+                "{kind}: index has {}, API has {}",
+                snapshot.len_of(kind),
+                objects.len()
+            ));
+        }
+        for value in objects {
+            let expected = match model::decode_value(&value) {
+                Ok(Some(object)) => object,
+                other => {
+                    return Some(format!(
+                        "cannot decode the double's object {value}: {other:?}"
+                    ));
+                }
+            };
+            let key = expected.key();
+            let same = match &expected {
+                Object::Namespace(ns) => snapshot.namespace(&key.name) == Some(&**ns),
+                Object::Gateway(gw) => snapshot.gateway(&key.namespace, &key.name) == Some(gw),
+                Object::ListenerSet(ls) => {
+                    snapshot.listener_set(&key.namespace, &key.name) == Some(ls)
+                }
+                // The index keeps routes trimmed to what its configuration reads.
+                Object::Route(route) => snapshot.route(&key).is_some_and(|entry| {
+                    entry.route == snapshot.config().trim_route(route.clone())
+                }),
+            };
+            if !same {
+                return Some(format!("{key} differs or is missing"));
+            }
+        }
+    }
+    None
+}
+
+async fn converges(index: &Index, server: &ApiServer, limit: Duration) -> Result<(), String> {
+    let ok = eventually(limit, || mismatch(index, server).is_none()).await;
+    if ok {
+        Ok(())
+    } else {
+        Err(mismatch(index, server).unwrap_or_default())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_object_is_skipped_and_the_stream_goes_on() {
+    let server = ApiServer::start().await;
+    // Shapes the HTTPRoute CRD's schema would refuse: only a store without one can hold them.
+    let mut broken = route(ObjectKind::HTTPRoute, "shop", "broken", "x.example.com");
+    broken["spec"]["hostnames"] = json!(5);
+    server.create(broken).unwrap();
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "shop",
+            "fine",
+            "a.example.com",
+        ))
+        .unwrap();
+    let (index, source) = start_source(&server).await;
+    wait_ready(&source).await;
+    let http = |source: &KubeSource| {
+        source
+            .status()
+            .into_iter()
+            .find(|s| s.kind == ObjectKind::HTTPRoute)
+            .unwrap()
+    };
+    let fine = model::ObjectKey::new(ObjectKind::HTTPRoute, "shop", "fine");
+    assert_eq!(index.len_of(ObjectKind::HTTPRoute), 1);
+    assert!(index.snapshot().route(&fine).is_some());
+    assert_eq!(http(&source).decode_errors, 1);
+
+    // A valid object turned unreadable leaves the index (as a relist would skip it) ...
+    let mut fine_now = server.get("HTTPRoute", "shop", "fine").unwrap();
+    fine_now["spec"]["parentRefs"] = json!("not a list");
+    server.replace(fine_now).unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || index
+            .len_of(ObjectKind::HTTPRoute)
+            == 0)
+        .await
+    );
+    assert_eq!(http(&source).decode_errors, 2);
+    // ... and the stream goes on: later changes still arrive.
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "shop",
+            "later",
+            "b.example.com",
+        ))
+        .unwrap();
+    let mut readable_again = server.get("HTTPRoute", "shop", "fine").unwrap();
+    take_spec(
+        &mut readable_again,
+        route(ObjectKind::HTTPRoute, "shop", "fine", "a.example.com"),
+    );
+    server.replace(readable_again).unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || index
+            .len_of(ObjectKind::HTTPRoute)
+            == 2)
+        .await
+    );
+    assert_eq!(http(&source).errors, 0);
+}
+
+/// A small deterministic generator (xorshift64*), seeded per run and printed on failure.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_random_mutations_with_error_answers_and_cut_streams_end_equal_to_the_api() {
+    let seed = std::env::var("GATEWAY_DNS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("seed {seed} (rerun with GATEWAY_DNS_SEED={seed})");
+    let mut rng = Rng(seed);
+    let server = ApiServer::start().await;
+    let (index, source) = start_source(&server).await;
+    wait_ready(&source).await;
+
+    let namespaces = ["a", "b", "c"];
+    let mut faults = Vec::new();
+    for step in 0..1000u32 {
+        let kind = ObjectKind::ALL[rng.below(ObjectKind::ALL.len() as u64) as usize];
+        let namespace = if kind == ObjectKind::Namespace {
+            ""
+        } else {
+            namespaces[rng.below(3) as usize]
+        };
+        let name = format!("o{}", rng.below(12));
+        let variant = format!("v{}", rng.below(5));
+        match server.get(kind.kind(), namespace, &name) {
+            None => {
+                server
+                    .create(object_of(kind, namespace, &name, &variant))
+                    .unwrap();
+            }
+            Some(_) if rng.below(3) == 0 => {
+                server.delete(kind.kind(), namespace, &name).unwrap();
+            }
+            Some(mut current) => {
+                take_spec(&mut current, object_of(kind, namespace, &name, &variant));
+                current["metadata"]["labels"] = json!({"step": step.to_string()});
+                server.replace(current).unwrap();
+            }
+        }
+        if step % 40 == 39 {
+            // Every fault comes up about equally often, in a seed-dependent order.
+            let fault = (faults.len() as u64 + seed) % 4;
+            faults.push(fault);
+            let error_answers = 1 + rng.below(5) as usize;
+            let status = [500, 503, 429][rng.below(3) as usize];
+            match fault {
+                0 => server.fail_next(error_answers, status),
+                1 => {
+                    // The streams break mid-event and the re-watches are answered with errors.
+                    server.fail_next(error_answers, status);
+                    server.drop_watches();
+                }
+                2 => {
+                    server.set_delay(Duration::from_millis(30));
+                    server.drop_watches();
+                }
+                _ => server.end_watches(),
+            }
+        }
+        if step % 40 == 19 {
+            server.set_delay(Duration::ZERO);
+        }
+        if rng.below(10) == 0 {
+            tokio::time::sleep(Duration::from_millis(rng.below(20))).await;
+        }
+    }
+    server.set_delay(Duration::ZERO);
+    converges(&index, &server, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let errors: u64 = source.status().iter().map(|s| s.errors).sum();
+    println!("faults {faults:?}; watch errors {errors}");
+    assert!(errors > 0, "faults surfaced as errors (seed {seed})");
+    // Settled: stays equal (no late stale event undoes the state).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mismatch(&index, &server), None, "seed {seed}");
+}

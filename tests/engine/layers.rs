@@ -1,0 +1,201 @@
+//! Imports follow the table in ARCHITECTURE.md ("Import rules"): every `crate::…` path in `src/`
+//! names a module its file may import, and every module has a row. Reads the sources as text,
+//! so it runs in milliseconds and needs nothing but the checkout.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::objects::crate_dir;
+
+/// Row name → the modules it may import, from the "Import rules" table.
+fn import_rules() -> BTreeMap<String, BTreeSet<String>> {
+    let path = crate_dir().join("ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let section = text
+        .split("\n## ")
+        .find(|section| section.starts_with("Import rules"))
+        .expect("ARCHITECTURE.md has an \"Import rules\" section");
+    let backticked = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut rules = BTreeMap::new();
+    for row in section.lines().filter(|line| line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // "", module, owns, may import, "".
+        assert_eq!(cells.len(), 5, "a row of module | owns | may import: {row}");
+        let name = backticked(cells[1]).concat();
+        let allowed = backticked(cells[3]).into_iter().collect();
+        assert!(
+            rules.insert(name.clone(), allowed).is_none(),
+            "{name} has two rows"
+        );
+    }
+    assert!(!rules.is_empty(), "the Import rules table has no rows");
+    rules
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module a file belongs to (`engine` for `src/engine/attach.rs`, `index` for
+/// `src/index.rs`), and its path below `src/`.
+fn module_of(relative: &str) -> String {
+    match relative.split_once('/') {
+        Some((folder, _)) => folder.to_string(),
+        None => relative.trim_end_matches(".rs").to_string(),
+    }
+}
+
+/// The first segment of every path that starts with `root::` in `code` (braced groups
+/// included: `crate::{a, b::c}` names `a` and `b`).
+fn referenced_modules(code: &str, root: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let prefix = format!("{root}::");
+    let mut rest = code;
+    while let Some(at) = rest.find(&prefix) {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => item_start = true,
+                    c if depth == 1 && item_start && !c.is_whitespace() => {
+                        item_start = false;
+                        let name: String = group[i..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        found.insert(name);
+                    }
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            found.insert(name);
+        }
+    }
+    found.retain(|name| name != "self" && !name.is_empty());
+    found
+}
+
+/// The code of a file without its comments (line comments, doc comments included): a doc link
+/// to a module is not an import.
+fn code_of(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn imports_follow_the_table_in_architecture_md() {
+    let rules = import_rules();
+    let src = crate_dir().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut broken = Vec::new();
+    let mut modules = BTreeSet::new();
+    for path in &files {
+        let relative = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative == "lib.rs" {
+            continue;
+        }
+        let module = module_of(&relative);
+        modules.insert(module.clone());
+        let row = if rules.contains_key(&relative) {
+            relative.clone()
+        } else {
+            module.clone()
+        };
+        let Some(allowed) = rules.get(&row) else {
+            broken.push(format!(
+                "{relative}: no row for `{row}` in the Import rules table"
+            ));
+            continue;
+        };
+        let code = code_of(&std::fs::read_to_string(path).unwrap());
+        // The binary reaches the library by its crate name.
+        let root = if relative == "main.rs" {
+            "gateway_dns"
+        } else {
+            "crate"
+        };
+        for imported in referenced_modules(&code, root) {
+            if imported != module && !allowed.contains(&imported) {
+                broken.push(format!(
+                    "{relative} imports `{imported}`, which `{row}` may not"
+                ));
+            }
+        }
+        if code.contains("super::super") {
+            broken.push(format!(
+                "{relative}: `super::super` leaves its folder; name the module with `crate::`"
+            ));
+        }
+    }
+    for (row, allowed) in &rules {
+        let exists = match row.contains('/') {
+            true => src.join(row).is_file(),
+            false => modules.contains(row),
+        };
+        if !exists {
+            broken.push(format!(
+                "the table has a row for `{row}`, which is not in src/"
+            ));
+        }
+        for imported in allowed {
+            if !rules.contains_key(imported) {
+                broken.push(format!("`{row}` may import `{imported}`, which has no row"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against ARCHITECTURE.md (\"Import rules\"):\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_reference_reader_finds_plain_grouped_and_nested_paths() {
+    let code = "use crate::engine::World;\nuse crate::{model::{Object, ObjectKind}, dns};\n\
+                let x = crate::index::Index::new(); // mycrate::nope\nuse super::state;";
+    let found: Vec<String> = referenced_modules(code, "crate").into_iter().collect();
+    assert_eq!(found, ["dns", "engine", "index", "model"]);
+    assert_eq!(
+        code_of("// crate::cmd\n/// [`crate::sync`]\nlet a = 1;"),
+        "let a = 1;"
+    );
+}
