@@ -1089,9 +1089,10 @@ fn values_reference_is_current() {
 
 // ---- The monitoring bundle ----
 
-/// Every series `gateway-dns serve` can export, from the binary's own registry.
+/// Every series `gateway-dns serve` can export, from the binary's own registry with every
+/// family in use (a family without series is not rendered).
 fn exported_series() -> BTreeSet<String> {
-    exposed_series(&gateway_dns::metrics::Metrics::new().render())
+    exposed_series(&busy_exposition().0)
 }
 
 fn dashboard() -> Value {
@@ -1167,14 +1168,20 @@ fn dashboard_queries_name_only_exported_metrics() {
         }
     }
     // What the dashboard is for: admission rate and latency, denials by reason, sync freshness
-    // and errors, cache objects.
+    // and errors, records by zone and blocked, the Lease holder, cache objects, the processes.
     for needed in [
         "gateway_dns_admission_requests_total",
         "gateway_dns_admission_duration_seconds_bucket",
         "gateway_dns_admission_decisions_total",
         "gateway_dns_last_successful_sync_timestamp_seconds",
         "gateway_dns_sync_errors_total",
+        "gateway_dns_sync_changes_total",
+        "gateway_dns_records",
+        "gateway_dns_records_blocked",
+        "gateway_dns_leader",
         "gateway_dns_cache_objects",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
     ] {
         assert!(used.contains(needed), "the dashboard shows no {needed}");
     }
@@ -1229,6 +1236,95 @@ fn promtool() -> PathBuf {
         "promtool is missing: install Debian's prometheus package (scripts/test.sh does)"
     );
     path
+}
+
+/// Every family with values in it, as a busy replica exports them: Prometheus text and
+/// OpenMetrics.
+pub(crate) fn busy_exposition() -> (String, String) {
+    use gateway_dns::metrics::{ChangeAction, EvaluationErrorKind, Metrics, SyncErrorKind};
+    let metrics = Metrics::new();
+    metrics.init_sync("rfc2136", &["example.com".into(), "example.org".into()]);
+    metrics.observe_admission_latency(std::time::Duration::from_micros(700));
+    metrics.record_admission_request("denied");
+    metrics.record_decision("HostnameConflict", "deny");
+    metrics.record_evaluation_error(EvaluationErrorKind::Timeout);
+    metrics.set_cache_objects("HTTPRoute", 3);
+    metrics.set_source_staleness("HTTPRoute", std::time::Duration::from_millis(1500));
+    metrics.record_sync_pass();
+    metrics.add_sync_changes(ChangeAction::Update, 2);
+    metrics.record_sync_error("rfc2136", SyncErrorKind::Apply);
+    metrics.set_last_successful_sync(std::time::SystemTime::now());
+    metrics.set_records("example.com", 7);
+    metrics.set_leader(true);
+    metrics.record_tls_reload("reloaded");
+    (metrics.render(), metrics.render_openmetrics())
+}
+
+fn promtool_check_metrics(exposition: &str) -> crate::support::cluster::Run {
+    use std::io::Write as _;
+    let mut child = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    crate::support::cluster::Run::from(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn exposition_passes_promtool_check_metrics() {
+    let (text, openmetrics) = busy_exposition();
+    let run = promtool_check_metrics(&text);
+    assert!(
+        run.success && run.stdout.trim().is_empty() && run.stderr.trim().is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        run.stdout,
+        run.stderr
+    );
+    // The checker does find problems: a counter without `_total` and a family without help.
+    let bad = "# TYPE gateway_dns_bad counter\ngateway_dns_bad 1\n";
+    assert!(!promtool_check_metrics(bad).success);
+    // The exporter conventions, family by family.
+    let families: BTreeSet<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, kind)| (name.to_string(), kind.to_string()))
+        .collect();
+    for (name, kind) in &families {
+        match kind.as_str() {
+            "counter" => assert!(name.ends_with("_total"), "counter {name}"),
+            _ => assert!(!name.ends_with("_total"), "{kind} {name}"),
+        }
+    }
+    for (name, kind) in [
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_cpu_seconds_total", "counter"),
+        ("process_open_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
+        ("gateway_dns_build_info", "gauge"),
+        ("gateway_dns_sync_errors_total", "counter"),
+        ("gateway_dns_sync_changes_total", "counter"),
+        ("gateway_dns_records", "gauge"),
+        ("gateway_dns_records_blocked", "gauge"),
+        ("gateway_dns_leader", "gauge"),
+    ] {
+        assert!(
+            families.contains(&(name.to_string(), kind.to_string())),
+            "{name} ({kind}) in {families:?}"
+        );
+    }
+    // OpenMetrics, for scrapers that ask for it: typed by family name, units declared, `# EOF`.
+    assert!(openmetrics.contains("# TYPE gateway_dns_sync_errors counter\n"));
+    assert!(openmetrics.contains("# UNIT process_cpu_seconds seconds\n"));
+    assert!(openmetrics.ends_with("# EOF\n"));
 }
 
 fn rules_file() -> PathBuf {
