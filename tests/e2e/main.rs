@@ -6,6 +6,7 @@ mod support;
 
 mod admission;
 mod certs;
+mod cli;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
