@@ -2,16 +2,21 @@
 #
 # gateway-dns container image.
 #
-#   docker build -t gateway-dns:0.1.0 .
+#   docker build -t gateway-dns:0.1.0 --build-arg GATEWAY_DNS_REVISION=$(git rev-parse --short=12 HEAD) .
 #
+# The build context has no .git: the revision that `--version` and `gateway_dns_build_info`
+# show comes from the GATEWAY_DNS_REVISION build argument (`unknown` without it), and the
+# build date from SOURCE_DATE_EPOCH when given (build.rs).
 # Build stage: the official Rust image (Debian bookworm). BuildKit cache mounts keep the
 # downloaded crates and the compiled dependencies between builds, so a source change only
 # recompiles gateway-dns itself.
 ARG RUST_VERSION=1.92
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+ARG GATEWAY_DNS_REVISION=unknown
+ARG SOURCE_DATE_EPOCH
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
 COPY examples ./examples

@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 
-packages=(bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl)
+# prometheus: its promtool checks the alerting rules and the exported metrics (the server never starts).
+# bash, zsh and fish load the completion scripts; groff renders the man pages.
+packages=(bind9 bind9-dnsutils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl prometheus bash zsh fish groff-base)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,11 +35,12 @@ fi
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 # The real control plane the cluster tests start (and the kubectl/kustomize the manifest tests
-# use), built from the Go modules pinned in tests/control-plane/go.mod into a cache outside the
-# clone; a warm rebuild takes seconds. Likewise the peer the side-by-side tests run beside
-# gateway-dns: real external-dns and a webhook-provider server around its RFC 2136 provider,
-# from the module pinned in tests/peer/go.mod (a cold build downloads and compiles external-dns
-# with every provider it ships: minutes).
+# use, and the helm the chart tests use), built from the Go modules pinned in
+# tests/control-plane/go.mod into a cache outside the clone; a warm rebuild takes seconds.
+# Likewise the peer the side-by-side tests run beside gateway-dns: real external-dns and a
+# webhook-provider server around its RFC 2136 provider, from the module pinned in
+# tests/peer/go.mod (a cold build downloads and compiles external-dns with every provider it
+# ships: minutes).
 command -v go >/dev/null || { echo "scripts/test.sh: Go (1.26) is needed to build the test control plane" >&2; exit 1; }
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/gateway-dns"
 export GATEWAY_DNS_CONTROL_PLANE="${GATEWAY_DNS_CONTROL_PLANE:-$cache/control-plane}"

@@ -1,5 +1,5 @@
-//! Command line: the clap definitions of `check`, `serve` and `certs` (what they do is in
-//! [`crate::cmd`]). Every flag can also come from `GATEWAY_DNS_<FLAG>`.
+//! Command line: the clap definitions of `check`, `serve`, `certs`, `completions` and `man`
+//! (what they do is in [`crate::cmd`]). Every flag can also come from `GATEWAY_DNS_<FLAG>`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,10 +10,24 @@ use crate::engine::{
     AttachmentMode, Config, ConfigError, ConflictResolution, Mode, Scope, selector,
 };
 
+/// What `--version` prints after the name: the crate version, the git revision and the build
+/// date, as build.rs found them (`unknown` revision when built without git).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("GATEWAY_DNS_REVISION"),
+    ", built ",
+    env!("GATEWAY_DNS_BUILD_DATE"),
+    ")"
+);
+
+/// The UTC date (YYYY-MM-DD) the binary was built on, or of `SOURCE_DATE_EPOCH`.
+pub const BUILD_DATE: &str = env!("GATEWAY_DNS_BUILD_DATE");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gateway-dns",
-    version,
+    version = VERSION,
     about = "DNS governance for the Kubernetes Gateway API"
 )]
 pub struct Cli {
@@ -29,6 +43,24 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Write a CA and a serving certificate for the webhook's Service.
     Certs(CertsArgs),
+    /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Print the gateway-dns(1) man page, or write every page (one per subcommand) to a directory.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write gateway-dns.1 and gateway-dns-SUBCOMMAND.1 here instead of printing gateway-dns(1).
+    #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_OUT_DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

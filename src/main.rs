@@ -17,6 +17,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
         Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
+        Command::Completions(args) => ExitCode::from(cmd::completions::run(&args)),
+        Command::Man(args) => ExitCode::from(cmd::man::run(&args)),
         Command::Serve(args) => {
             init_tracing();
             let runtime = match tokio::runtime::Builder::new_multi_thread()

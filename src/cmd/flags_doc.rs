@@ -95,7 +95,12 @@ fn flag_row(argument: &clap::Arg) -> String {
         (None, None) => format!("`{value_name}"),
     };
     if argument.is_positional() {
-        flag.push_str("...`");
+        // `PATH...` takes several values, `SHELL` one.
+        let many = matches!(argument.get_action(), ArgAction::Append)
+            || argument
+                .get_num_args()
+                .is_some_and(|range| range.max_values() > 1);
+        flag.push_str(if many { "...`" } else { "`" });
     } else if takes_value {
         flag.push_str(&format!(" {value_name}`"));
     } else {

@@ -235,6 +235,8 @@ async fn build_syncer(
         sync_config,
         process.metrics.clone(),
     );
+    // Without an election this replica is the only writer: it counts as the leader.
+    process.metrics.set_leader(true);
     if let Some((client, cluster_source)) = &source.cluster {
         let leader = match args.leader_election {
             true => Some(start_leader_election(args, client, process)?),
@@ -260,9 +262,14 @@ fn start_leader_election(
     let election =
         LeaderElection::spawn(client.clone(), leader_config).context("starting leader election")?;
     let leader = election.is_leader();
+    let (mut holding, metrics) = (leader.clone(), process.metrics.clone());
+    metrics.set_leader(*holding.borrow_and_update());
     process.tasks.spawn(async move {
-        // Keep the election alive for the life of the process.
+        // Keep the election alive for the life of the process, and export who holds the Lease.
         let _election = election;
+        while holding.changed().await.is_ok() {
+            metrics.set_leader(*holding.borrow_and_update());
+        }
         std::future::pending::<()>().await;
         Ok(())
     });

@@ -296,6 +296,10 @@ impl Drop for EmbeddedDns {
 }
 
 impl Provider for EmbeddedDns {
+    fn name(&self) -> &'static str {
+        "embedded"
+    }
+
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
         Box::pin(async move { Ok(self.all_records()?) })
     }

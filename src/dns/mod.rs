@@ -125,6 +125,11 @@ pub trait Provider: Send + Sync {
     /// The zones this provider manages (lower-case, no trailing dot).
     fn zones(&self) -> &[String];
 
+    /// The provider's name in metrics (`rfc2136`, `pdns`, `embedded`).
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// Make the next [`records`](Provider::records) read everything from the server, bypassing
     /// any listing cache (the periodic resync calls this to catch drift).
     fn invalidate_cache(&self) {}

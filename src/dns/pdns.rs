@@ -342,6 +342,10 @@ fn is_content_error(err: &Error) -> bool {
 }
 
 impl Provider for PdnsProvider {
+    fn name(&self) -> &'static str {
+        "pdns"
+    }
+
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
         Box::pin(async move {
             let mut all = Vec::new();

@@ -681,6 +681,10 @@ fn is_content_error(err: &Error) -> bool {
 }
 
 impl Provider for Rfc2136Provider {
+    fn name(&self) -> &'static str {
+        "rfc2136"
+    }
+
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use crate::dns::registry::TxtRegistry;
 use crate::dns::{self, Endpoint, Provider};
-use crate::metrics::Metrics;
+use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 
@@ -124,6 +124,7 @@ impl Syncer {
         config: SyncConfig,
         metrics: Arc<Metrics>,
     ) -> Self {
+        metrics.init_sync(provider.name(), &config.zones);
         Syncer {
             provider,
             source,
@@ -153,13 +154,45 @@ impl Syncer {
         let desired = self.source.desired();
         let registry = TxtRegistry::new(self.config.owner_id.clone())
             .with_wildcard_replacement(self.config.txt_wildcard_replacement.clone());
-        Ok(plan_with(
+        let plan = plan_with(
             &desired,
             &current,
             &registry,
             self.config.policy,
             &self.config.zones,
-        ))
+        );
+        self.record_gauges(&desired, &plan.blocked);
+        Ok(plan)
+    }
+
+    /// The records kept per zone (desired and not blocked) and the blocked ones by group.
+    fn record_gauges(&self, desired: &[Endpoint], blocked: &[Blocked]) {
+        let blocked_records: std::collections::HashSet<(std::borrow::Cow<'_, str>, _)> = blocked
+            .iter()
+            .map(|b| (canonical(&b.dns_name), b.record_type))
+            .collect();
+        let mut per_zone: std::collections::BTreeMap<&str, u64> = self
+            .config
+            .zones
+            .iter()
+            .map(|zone| (zone.as_str(), 0))
+            .collect();
+        for endpoint in desired {
+            let name = canonical(&endpoint.dns_name);
+            if blocked_records.contains(&(name.clone(), endpoint.record_type)) {
+                continue;
+            }
+            if let Some(zone) = dns::zone_of(&name, &self.config.zones) {
+                *per_zone.entry(zone).or_default() += 1;
+            }
+        }
+        for (zone, count) in per_zone {
+            self.metrics.set_records(zone, count);
+        }
+        for group in BlockedGroup::ALL {
+            let count = blocked.iter().filter(|b| b.reason.group() == group).count();
+            self.metrics.set_records_blocked(group, count as u64);
+        }
     }
 
     /// One pass: list, plan, apply (unless dry-run or the write gate is closed).
@@ -168,7 +201,13 @@ impl Syncer {
         let result = self.pass_inner().await;
         match &result {
             Ok(_) => self.metrics.set_last_successful_sync(SystemTime::now()),
-            Err(_) => self.metrics.record_sync_error("provider"),
+            Err(error) => {
+                let kind = match error {
+                    Error::Listing(_) => SyncErrorKind::List,
+                    Error::Apply { .. } => SyncErrorKind::Apply,
+                };
+                self.metrics.record_sync_error(self.provider.name(), kind);
+            }
         }
         result
     }
@@ -208,7 +247,14 @@ impl Syncer {
             .apply(&plan.changes)
             .await
             .map_err(|source| Error::Apply { planned, source })?;
-        self.metrics.add_sync_changes("applied", planned as u64);
+        let changes = &plan.changes;
+        for (action, count) in [
+            (ChangeAction::Create, changes.create.len()),
+            (ChangeAction::Update, changes.update.len()),
+            (ChangeAction::Delete, changes.delete.len()),
+        ] {
+            self.metrics.add_sync_changes(action, count as u64);
+        }
         info!(changes = planned, "DNS changes applied");
         Ok(PassReport {
             plan,

@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
 use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -83,6 +84,23 @@ pub enum BlockReason {
     RegistryNameTaken { txt_name: String },
     /// The desired set holds this name and type twice.
     DuplicateDesired,
+}
+
+impl BlockReason {
+    /// The group `gateway_dns_records_blocked` counts this reason under.
+    pub fn group(&self) -> BlockedGroup {
+        match self {
+            BlockReason::OutsideZones | BlockReason::OwnershipOutsideZone { .. } => {
+                BlockedGroup::Zone
+            }
+            BlockReason::ForeignRecord
+            | BlockReason::OwnedByOther { .. }
+            | BlockReason::RegistryNameTaken { .. } => BlockedGroup::Ownership,
+            BlockReason::OwnershipNameTooLong { .. }
+            | BlockReason::CnameConflict { .. }
+            | BlockReason::DuplicateDesired => BlockedGroup::Conflict,
+        }
+    }
 }
 
 impl fmt::Display for BlockReason {

@@ -76,8 +76,12 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State(metrics): State<Arc<Metrics>>| async move { metrics_response(&metrics) })
-                .fallback(only_get),
+            get(
+                |State(metrics): State<Arc<Metrics>>, headers: HeaderMap| async move {
+                    metrics_response(&metrics, &headers)
+                },
+            )
+            .fallback(only_get),
         )
         .route("/healthz", get(healthz).fallback(only_get))
         .fallback(not_found)
@@ -381,16 +385,31 @@ async fn readyz(State(state): State<WebhookState>) -> Response {
     )
 }
 
-async fn metrics_text(State(state): State<WebhookState>) -> Response {
-    metrics_response(&state.metrics)
+async fn metrics_text(State(state): State<WebhookState>, headers: HeaderMap) -> Response {
+    metrics_response(&state.metrics, &headers)
 }
 
-fn metrics_response(metrics: &Metrics) -> Response {
-    (
-        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics.render(),
-    )
-        .into_response()
+/// Prometheus text (0.0.4), or OpenMetrics when the scraper's `Accept` header names it (as
+/// Prometheus's does by default).
+fn metrics_response(metrics: &Metrics, headers: &HeaderMap) -> Response {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(header::CONTENT_TYPE, metrics::OPENMETRICS_CONTENT_TYPE)],
+            metrics.render_openmetrics(),
+        )
+            .into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+            metrics.render(),
+        )
+            .into_response()
+    }
 }
 
 async fn only_post(method: Method) -> Response {

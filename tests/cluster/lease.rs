@@ -12,7 +12,13 @@ use crate::support::dig;
 /// busy two-core machine.
 const TAKEOVER_LIMIT: Duration = Duration::from_secs(22);
 const LIMIT: Duration = Duration::from_secs(30);
-const APPLIED: &str = "gateway_dns_sync_changes_total{action=\"applied\"}";
+/// The series of the changes written, one per action.
+const WRITTEN: [&str; 3] = [
+    "gateway_dns_sync_changes_total{action=\"create\"}",
+    "gateway_dns_sync_changes_total{action=\"update\"}",
+    "gateway_dns_sync_changes_total{action=\"delete\"}",
+];
+const LEADER: &str = "gateway_dns_leader";
 const LAST_SYNC: &str = "gateway_dns_last_successful_sync_timestamp_seconds";
 
 fn route(name: &str, hostname: &str) -> String {
@@ -82,8 +88,23 @@ async fn serial(bind: &Bind) -> u32 {
         .expect("BIND answers the SOA")
 }
 
+/// Changes written so far, all actions together; each series exists from the start, at 0.
 async fn applied(serve: &Serve) -> f64 {
-    serve.metric(APPLIED).await.unwrap_or(0.0)
+    let mut total = 0.0;
+    for series in WRITTEN {
+        total += serve
+            .metric(series)
+            .await
+            .unwrap_or_else(|| panic!("{series} is not exported"));
+    }
+    total
+}
+
+async fn leader(serve: &Serve) -> f64 {
+    serve
+        .metric(LEADER)
+        .await
+        .unwrap_or_else(|| panic!("{LEADER} is not exported"))
 }
 
 fn replica(kubeconfig: &std::path::Path, bind: &Bind, identity: &str) -> Serve {
@@ -131,10 +152,20 @@ async fn two_replicas_only_the_holder_writes_and_a_killed_holder_is_replaced() {
     assert_eq!(holder(&cluster), "replica-a");
     assert!(applied(&first).await > 0.0, "the holder applied nothing");
     assert_eq!(applied(&second).await, 0.0, "the standby wrote to DNS");
+    assert_eq!(leader(&first).await, 1.0, "the holder's {LEADER}");
+    assert_eq!(leader(&second).await, 0.0, "the standby's {LEADER}");
     let serial_before = serial(&bind).await;
 
     first.kill();
     let takeover = wait_holder(&cluster, "replica-b", TAKEOVER_LIMIT).await;
+    let led_at = Instant::now();
+    while leader(&second).await != 1.0 {
+        assert!(
+            led_at.elapsed() < LIMIT,
+            "the new holder's {LEADER} stays 0"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // The new holder's first passes find every record in place and its own (same owner id):
     // nothing is written twice, and BIND's serial (one step per UPDATE) does not move.
     let synced_at = Instant::now();

@@ -7,6 +7,7 @@ mod support;
 
 mod api;
 mod faults;
+mod helm;
 mod leader;
 mod lease;
 mod peer;

@@ -283,10 +283,20 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     }
     changes.notify_one();
     wait_for(Duration::from_secs(10), || {
-        metrics.sync_errors("provider") >= 3
+        metrics.sync_errors("rfc2136") >= 3
     })
     .await;
-    let errors_while_down = metrics.sync_errors("provider");
+    let errors_while_down = metrics.sync_errors("rfc2136");
+    // A stopped server fails the listing: nothing was written.
+    let listing_errors: f64 = metrics
+        .render()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("gateway_dns_sync_errors_total{provider=\"rfc2136\",kind=\"list\"} ")
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(listing_errors >= 3.0, "listing errors: {listing_errors}");
 
     bind.resume();
     wait_for(Duration::from_secs(15), || {

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use gateway_dns::dns::Endpoint;
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::metrics::Metrics;
+use gateway_dns::metrics::{ChangeAction, Metrics};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
@@ -291,10 +291,20 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
         ["192.0.2.1"]
     );
     assert_eq!(
-        metrics.sync_changes("applied"),
+        metrics.sync_changes_written(),
         20,
         "10 records + 10 ownership TXT"
     );
+    assert_eq!(metrics.sync_changes(ChangeAction::Create), 20);
+    // The pass after the burst counted the ten records in their zone, none blocked.
+    let text = metrics.render();
+    for line in [
+        "gateway_dns_records{zone=\"example.com\"} 10",
+        "gateway_dns_records_blocked{reason=\"ownership\"} 0",
+        "gateway_dns_sync_errors_total{provider=\"embedded\",kind=\"list\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(5), task)
         .await

@@ -6,9 +6,11 @@ mod support;
 
 mod admission;
 mod certs;
+mod cli;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
+mod helm;
 mod install;
 mod kube_faults;
 mod serve;

@@ -194,7 +194,7 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
         Some(90),
         "the winning route's TTL annotation"
     );
-    let applied_first = metrics.sync_changes("applied");
+    let applied_first = metrics.sync_changes_written();
     assert!(applied_first > 0);
     for pass in 0..10 {
         let report = syncer.sync_pass().await.unwrap();
@@ -208,7 +208,7 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
             ["192.0.2.1"]
         );
     }
-    assert_eq!(metrics.sync_changes("applied"), applied_first);
+    assert_eq!(metrics.sync_changes_written(), applied_first);
 
     // Routes change: the older route drops the contested name, the newer one takes it; a
     // removed hostname disappears from DNS.

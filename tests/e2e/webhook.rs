@@ -614,6 +614,26 @@ async fn metrics_are_served_on_the_webhook_and_on_a_plain_listener() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("gateway_dns_admission_requests_total{outcome=\"denied\"} 1\n"));
     assert!(
+        text.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+        "{text}"
+    );
+    // A scraper that asks for OpenMetrics (Prometheus does) gets it: typed by family, `# EOF`.
+    let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let open = plain_get_with(addr, "/metrics", &[("Accept", accept)]).await;
+    assert!(
+        open.to_ascii_lowercase().contains(
+            "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\n"
+        ),
+        "{open}"
+    );
+    assert!(
+        open.contains("# TYPE gateway_dns_admission_requests counter\n"),
+        "{open}"
+    );
+    assert!(open.contains("gateway_dns_admission_requests_total{outcome=\"denied\"} 1\n"));
+    assert!(open.ends_with("# EOF\n"), "{open}");
+    assert!(
         plain_get(addr, "/healthz")
             .await
             .starts_with("HTTP/1.1 200")
@@ -623,9 +643,22 @@ async fn metrics_are_served_on_the_webhook_and_on_a_plain_listener() {
 }
 
 async fn plain_get(addr: std::net::SocketAddr, path: &str) -> String {
+    plain_get_with(addr, path, &[]).await
+}
+
+async fn plain_get_with(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> String {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n");
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: metrics\r\n{extra}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     tokio::time::timeout(

@@ -235,6 +235,31 @@ impl ControlPlane {
         self.tool(&args).ok();
     }
 
+    /// Applies the CRDs that `build.sh` copied to `crds/SET` from a pinned Go module
+    /// (`cert-manager`, `prometheus-operator`) and waits until they are Established.
+    pub fn install_crd_set(&self, set: &str) {
+        let dir = tools().join("crds").join(set);
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|error| {
+                panic!(
+                    "{}: {error}; rebuild the control plane with tests/control-plane/build.sh",
+                    dir.display()
+                )
+            })
+            .map(|entry| entry.unwrap().path().display().to_string())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "{} holds no CRDs", dir.display());
+        let mut apply = vec!["apply", "--server-side"];
+        let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        for file in &files {
+            apply.extend(["-f", file.as_str()]);
+            wait.extend(["-f", file.as_str()]);
+        }
+        self.kubectl(&apply).ok();
+        self.kubectl(&wait).ok();
+    }
+
     /// Writes a Gateway's `status.addresses` and Accepted/Programmed conditions, as its
     /// controller would (no addresses: Programmed=False).
     pub fn gateway_address(&self, gateway: &str, addresses: &[&str]) {

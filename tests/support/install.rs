@@ -227,6 +227,9 @@ pub struct Install {
     pub secrets: Vec<Secret>,
     pub issuers: Vec<Issuer>,
     pub certificates: Vec<Certificate>,
+    /// prometheus-operator's ServiceMonitor and PrometheusRule (components/monitoring), kept as
+    /// they are: tests/cluster/helm.rs validates them against their CRDs on the API server.
+    pub monitoring: Vec<Value>,
 }
 
 impl Install {
@@ -267,6 +270,9 @@ impl Install {
                 (CERT_MANAGER_API_VERSION, "Issuer") => install.issuers.push(cert_manager(doc)),
                 (CERT_MANAGER_API_VERSION, "Certificate") => {
                     install.certificates.push(cert_manager(doc))
+                }
+                ("monitoring.coreos.com/v1", "ServiceMonitor" | "PrometheusRule") => {
+                    install.monitoring.push(doc.value.clone())
                 }
                 _ => panic!(
                     "{}: unexpected object {api_version} {kind}: add it to Install with its type",

@@ -6,13 +6,16 @@
 
 pub mod apiserver;
 pub mod bind;
+pub mod chart_values;
 pub mod cluster;
 pub mod dig;
 pub mod docs;
 pub mod extdns;
+pub mod helm;
 pub mod install;
 pub mod net;
 pub mod pdns;
+pub mod promql;
 pub mod proxy;
 pub mod records;
 pub mod webhook;
