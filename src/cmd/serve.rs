@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, embedded, pdns, rfc2136};
+use crate::dns::{Provider, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
 use crate::engine::settle::settle_all;
 use crate::index::{Index, Snapshot};
@@ -438,6 +438,19 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             let config = pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
                 .context("loading the PowerDNS API key")?;
             Arc::new(pdns::PdnsProvider::new(config)?)
+        }
+        ProviderKind::Webhook => {
+            let Some(url) = &args.webhook_provider_url else {
+                bail!(
+                    "--provider webhook needs --webhook-provider-url URL (e.g. http://127.0.0.1:8888)"
+                );
+            };
+            let config = webhook::WebhookConfig::new(url.clone(), zones.to_vec());
+            Arc::new(
+                webhook::WebhookProvider::connect(config)
+                    .await
+                    .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
+            )
         }
     })
 }

@@ -2,8 +2,9 @@
 //! one control plane and real BIND: both publish the seed story (with gateway-dns's webhook
 //! keeping the conflicting route out for both); ownership records written by one are owned by
 //! the other when the owner id is the same (take-over and back), and never touched when it is
-//! not; external-dns's webhook-provider server and its DNSEndpoint CRD source work against
-//! BIND as gateway-dns's future `webhook` and `dnsendpoint` providers will use them.
+//! not; gateway-dns's `webhook` provider writes through external-dns's own webhook-provider
+//! server into BIND; external-dns's DNSEndpoint CRD source works against BIND as gateway-dns's
+//! `dnsendpoint` provider uses it.
 
 use std::time::{Duration, Instant};
 
@@ -164,12 +165,13 @@ const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra
     protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
     namespaces:\n        from: All\n";
 
-/// An HTTPRoute on `infra/public`. Its TTL is explicit: without one external-dns's RFC 2136
-/// provider writes TTL 0 and gateway-dns 300, and the take-over would rewrite every record once.
+/// An HTTPRoute on `infra/public`, without a `ttl` annotation: external-dns's RFC 2136 provider
+/// writes TTL 0 and gateway-dns 300 for a record it creates, and a take-over must not rewrite
+/// records for their TTL alone.
 fn route(name: &str, hostname: &str) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\n  annotations:\n    external-dns.kubernetes.io/ttl: \"300\"\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
+         namespace: apps\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
          hostnames:\n  - {hostname}\n"
     )
 }
@@ -279,6 +281,107 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
         ]
     );
     peer.assert_running();
+}
+
+/// Waits until BIND's SOA serial stays the same over `quiet` (passes every 2 s write nothing).
+fn wait_quiet(bind: &Bind, quiet: Duration, who: &str, log: &dyn Fn() -> String) -> Option<u32> {
+    let start = Instant::now();
+    let mut serial = answer(bind, &bind.zone, "SOA").soa_serial();
+    let mut since = Instant::now();
+    while since.elapsed() < quiet {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{who} keeps writing (SOA serial {serial:?}); log ends with:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        let now = answer(bind, &bind.zone, "SOA").soa_serial();
+        if now != serial {
+            (serial, since) = (now, Instant::now());
+        }
+    }
+    serial
+}
+
+#[test]
+fn gateway_dns_writes_through_external_dns_webhook_provider_into_bind() {
+    let cluster = ControlPlane::start();
+    let bind = Bind::start("example.com", FOREIGN);
+    let hook = WebhookRfc2136::start(&bind);
+    cluster.apply(GATEWAY, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    for (name, hostname) in [
+        ("keep", "keep.example.com"),
+        ("gone", "gone.example.com"),
+        ("foreign", "foreign.example.com"),
+    ] {
+        apply_route(&cluster, name, hostname);
+    }
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let url = hook.url();
+    let args = [
+        "--provider",
+        "webhook",
+        "--webhook-provider-url",
+        &url,
+        "--zone",
+        "example.com",
+        "--txt-owner-id",
+        "gateway-dns",
+        "--interval",
+        "2s",
+    ];
+    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let log = || format!("{}\nwebhook-rfc2136:\n{}", serve.log_tail(), hook.log());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+
+    // Created through the protocol, with their ownership records in external-dns's format.
+    for name in ["keep.example.com", "gone.example.com"] {
+        wait_a(&bind, name, &["203.0.113.10"], "gateway-dns", &log);
+    }
+    assert_eq!(answer(&bind, "keep.example.com", "A").answer[0].ttl, 300);
+    assert_eq!(
+        ownership(&bind, "a-keep.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=gateway-dns,external-dns/resource=httproute/apps/keep"
+        ]
+    );
+    // The listing read back through the protocol (TXT values included) is what was written:
+    // later passes write nothing.
+    wait_quiet(&bind, Duration::from_secs(5), "gateway-dns", &log);
+
+    // Updates (the old record named from the listing) and deletes, ownership released after.
+    delete_route(&cluster, "gone");
+    cluster.gateway_address("infra/public", &["203.0.113.11"]);
+    wait_a(
+        &bind,
+        "keep.example.com",
+        &["203.0.113.11"],
+        "gateway-dns",
+        &log,
+    );
+    wait_a(&bind, "gone.example.com", &[], "gateway-dns", &log);
+    assert!(
+        ownership(&bind, "a-gone.example.com").is_empty(),
+        "{}",
+        log()
+    );
+    wait_quiet(&bind, Duration::from_secs(5), "gateway-dns", &log);
+
+    // Another owner's record is never touched, though a route asks for its name.
+    assert_eq!(
+        answer(&bind, "foreign.example.com", "A").data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        ownership(&bind, "a-foreign.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=someone-else,external-dns/resource=httproute/other/foreign"
+        ]
+    );
+    serve.assert_running();
 }
 
 fn endpoint(name: &str, target: &str) -> serde_json::Value {
