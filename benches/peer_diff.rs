@@ -56,6 +56,8 @@ const TTL_VERDICT: Verdict = Verdict::ByDesign(
 
 enum Verdict {
     ByDesign(&'static str),
+    /// A difference that is gateway-dns's bug, until it is fixed (none is known now).
+    #[allow(dead_code)]
     Bug(&'static str),
 }
 
