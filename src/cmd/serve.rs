@@ -9,8 +9,9 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::cli::{ProviderKind, ServeArgs};
+use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, embedded, pdns, rfc2136, webhook};
+use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
 use crate::engine::settle::settle_all;
 use crate::index::{Index, Snapshot};
@@ -451,6 +452,19 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                     .await
                     .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
             )
+        }
+        ProviderKind::Dnsendpoint => {
+            let client = kube::client(args.kubeconfig.as_deref())
+                .await
+                .context("--provider dnsendpoint writes to the cluster")?;
+            let registry = TxtRegistry::new(args.txt_owner_id.clone())
+                .with_wildcard_replacement(args.txt_wildcard_replacement.clone());
+            Arc::new(dnsendpoint::DnsEndpointProvider::new(
+                client,
+                &args.dnsendpoint_namespace,
+                registry,
+                zones.to_vec(),
+            )?)
         }
     })
 }

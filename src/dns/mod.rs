@@ -4,6 +4,7 @@
 //! named in lower case without the trailing dot. Providers translate to their wire or API format.
 
 pub(crate) mod batches;
+pub mod dnsendpoint;
 pub mod embedded;
 pub mod pdns;
 pub mod registry;
@@ -150,6 +151,8 @@ pub enum Error {
     Secret(#[from] secret::Error),
     #[error(transparent)]
     Webhook(#[from] webhook::Error),
+    #[error(transparent)]
+    DnsEndpoint(#[from] dnsendpoint::Error),
 }
 
 /// True when `name` is `zone` or below it.

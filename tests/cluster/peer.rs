@@ -517,3 +517,196 @@ fn external_dns_publishes_dnsendpoint_objects_from_its_crd() {
     });
     peer.assert_running();
 }
+
+/// Two Gateways with different addresses serving `*.example.com`.
+const TWO_GATEWAYS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
+    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: internal\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n";
+
+/// An HTTPRoute in `apps` on Gateway `infra/<gateway>`.
+fn route_on(name: &str, gateway: &str, hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
+         namespace: apps\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
+         hostnames:\n  - {hostname}\n"
+    )
+}
+
+/// The data records (A, AAAA, CNAME) in `bind`'s zone, as (name, type, data).
+fn data_records(bind: &Bind) -> Vec<(String, String, String)> {
+    published(bind)
+        .into_iter()
+        .filter(|rr| matches!(rr.rtype.as_str(), "A" | "AAAA" | "CNAME"))
+        .map(|rr| (rr.name, rr.rtype, rr.data))
+        .collect()
+}
+
+/// The DNSEndpoint objects in namespace `gateway-dns`, as the API serves them (sorted by name).
+fn dnsendpoints(cluster: &ControlPlane) -> Vec<serde_json::Value> {
+    let listed = cluster
+        .kubectl(&["get", "dnsendpoints", "-n", "gateway-dns", "-o", "json"])
+        .ok();
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    listed["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls until `bind` holds exactly `expected` data records.
+#[track_caller]
+fn wait_records(bind: &Bind, expected: &[(&str, &str, &str)], log: &dyn Fn() -> String) {
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(n, t, d)| (n.to_string(), t.to_string(), d.to_string()))
+        .collect();
+    let start = Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < LIMIT {
+        last = data_records(bind);
+        if last == expected {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "BIND holds {last:?}, wanted {expected:?} after {LIMIT:?}; logs:\n{}",
+        log()
+    );
+}
+
+#[test]
+fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
+    let cluster = ControlPlane::start();
+    extdns::install_dnsendpoint_crd(&cluster);
+    let bind = Bind::start("example.com", FOREIGN);
+    cluster.apply(TWO_GATEWAYS, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.gateway_address("infra/internal", &["198.51.100.20"]);
+    // `web` claims app.example.com first; `rival` claims it through the other Gateway later
+    // (before any webhook could refuse it): it loses under oldest-wins. `outside` asks for a
+    // name its listener does not serve; `foreign` for a name another owner holds in BIND.
+    cluster
+        .apply(&route_on("web", "public", "app.example.com"), &[])
+        .ok();
+    std::thread::sleep(Duration::from_millis(1100));
+    for (name, gateway, hostname) in [
+        ("rival", "internal", "app.example.com"),
+        ("api", "internal", "api.example.com"),
+        ("outside", "public", "shop.example.org"),
+    ] {
+        cluster.apply(&route_on(name, gateway, hostname), &[]).ok();
+    }
+
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let args = [
+        "--provider",
+        "dnsendpoint",
+        "--zone",
+        "example.com",
+        "--txt-owner-id",
+        "gateway-dns",
+        "--interval",
+        "2s",
+    ];
+    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+    cluster.register_webhook(&serve.url(), &serve.ca_file());
+    let peer_identity = extdns::install_rbac(&cluster);
+    let mut peer = ExternalDns::start(
+        &peer_identity,
+        &bind,
+        &extdns::Config::dnsendpoints("external-dns"),
+    );
+    let log = || format!("{}\nexternal-dns:\n{}", serve.log_tail(), peer.log_tail());
+
+    // A route the webhook denies never exists, so it never reaches a DNSEndpoint.
+    cluster.wait_webhook_active("apps");
+    let denied = cluster.apply(&route_on("denied", "public", "api.example.com"), &[]);
+    assert!(
+        !denied.success && denied.stderr.contains("HostnameConflict"),
+        "{denied:?}"
+    );
+
+    // external-dns publishes exactly gateway-dns's records: the winners, nothing else.
+    let expected = [
+        ("api.example.com", "A", "198.51.100.20"),
+        ("app.example.com", "A", "203.0.113.10"),
+        ("foreign.example.com", "A", "192.0.2.1"),
+    ];
+    wait_records(&bind, &expected, &log);
+    let objects = dnsendpoints(&cluster);
+    let names: Vec<&str> = objects
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["gateway-dns.api.example.com", "gateway-dns.app.example.com"],
+        "{}",
+        log()
+    );
+    let app = &objects[1];
+    assert_eq!(
+        app["metadata"]["labels"],
+        json!({"app.kubernetes.io/managed-by": "gateway-dns", "gateway-dns.io/owner": "gateway-dns"})
+    );
+    assert_eq!(
+        app["metadata"]["annotations"]["gateway-dns.io/resource"],
+        "httproute/apps/web"
+    );
+    assert_eq!(
+        app["spec"]["endpoints"],
+        json!([{"dnsName": "app.example.com", "recordType": "A", "targets": ["203.0.113.10"],
+                "recordTTL": 300}])
+    );
+    // external-dns's own registry guards what it published from the objects.
+    assert_eq!(
+        ownership(&bind, "a-app.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=external-dns,external-dns/resource=crd/gateway-dns/gateway-dns.app.example.com"
+        ]
+    );
+
+    // The winner goes: the name moves to the rival's Gateway; a name nobody claims any more
+    // loses its object and its record.
+    cluster
+        .kubectl(&["delete", "httproute", "web", "api", "-n", "apps"])
+        .ok();
+    let expected = [
+        ("app.example.com", "A", "198.51.100.20"),
+        ("foreign.example.com", "A", "192.0.2.1"),
+    ];
+    wait_records(&bind, &expected, &log);
+    let objects = dnsendpoints(&cluster);
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert_eq!(
+        objects[0]["metadata"]["annotations"]["gateway-dns.io/resource"],
+        "httproute/apps/rival"
+    );
+    // Objects gateway-dns does not own are left alone.
+    let stranger = json!({
+        "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+        "metadata": {"name": "stranger", "namespace": "gateway-dns"},
+        "spec": {"endpoints": [{"dnsName": "stranger.example.com", "recordType": "A",
+                                "targets": ["192.0.2.9"]}]},
+    });
+    cluster.apply(&stranger.to_string(), &[]).ok();
+    wait_a(
+        &bind,
+        "stranger.example.com",
+        &["192.0.2.9"],
+        "external-dns",
+        &log,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(dnsendpoints(&cluster).len(), 2, "{}", log());
+    serve.assert_running();
+    peer.assert_running();
+}
