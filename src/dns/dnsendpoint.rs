@@ -388,7 +388,7 @@ mod tests {
             object_name("*.apps.example.com"),
             "gateway-dns-wildcard.apps.example.com"
         );
-        let long = format!("{}.example.com", ["a".repeat(60); 4].join("."));
+        let long = format!("{}.example.com", vec!["a".repeat(60); 4].join("."));
         let hashed = object_name(&long);
         assert!(
             hashed.starts_with("gateway-dns-") && hashed.len() == 28,
