@@ -51,19 +51,19 @@ pub enum Error {
     #[error("listing DNSEndpoints in namespace {namespace}: {source}")]
     List {
         namespace: String,
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("writing DNSEndpoint {namespace}/{name}: {source}")]
     Write {
         namespace: String,
         name: String,
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("deleting DNSEndpoint {namespace}/{name}: {source}")]
     Delete {
         namespace: String,
         name: String,
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("cannot encode DNSEndpoint {name}: {source}")]
     Encode {
@@ -145,7 +145,7 @@ impl DnsEndpointProvider {
             .await
             .map_err(|source| Error::List {
                 namespace: self.namespace.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
         for object in objects.items {
@@ -301,7 +301,7 @@ impl DnsEndpointProvider {
             .map_err(|source| Error::Write {
                 namespace: self.namespace.clone(),
                 name: name.clone(),
-                source,
+                source: Box::new(source),
             })?;
         Ok(())
     }
@@ -314,7 +314,7 @@ impl DnsEndpointProvider {
             Err(source) => Err(Error::Delete {
                 namespace: self.namespace.clone(),
                 name,
-                source,
+                source: Box::new(source),
             }),
         }
     }

@@ -681,6 +681,14 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
                     "{origin}: PowerDNS URL and API key file"
                 );
             }
+            gateway_dns::cli::ProviderKind::Webhook => {
+                assert!(
+                    serve.webhook_provider_url.is_some(),
+                    "{origin}: --webhook-provider-url"
+                );
+            }
+            // Writes to the cluster it runs in, with the base Role.
+            gateway_dns::cli::ProviderKind::Dnsendpoint => {}
             gateway_dns::cli::ProviderKind::Embedded => {
                 assert!(
                     serve.dns_listen.ip().is_unspecified(),
