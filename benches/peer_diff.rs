@@ -50,8 +50,10 @@ const RULE_CONTROLLER: &str = "Scope: a Gateway or ListenerSet whose `controller
 /// Every record published without a `ttl` annotation: external-dns's RFC 2136 provider writes
 /// TTL 0 (its `--rfc2136-min-ttl` default), gateway-dns its default TTL.
 const TTL_VERDICT: Verdict = Verdict::ByDesign(
-    "Records: a record that no `ttl` annotation sets gets gateway-dns's default TTL, which \
-     resolvers may cache, rather than TTL 0.",
+    "Records: a record gateway-dns creates without a `ttl` annotation gets its default TTL, \
+     which resolvers may cache, rather than TTL 0; a record that exists already keeps its TTL \
+     unless an annotation sets one, so taking over external-dns's records rewrites none of them \
+     for their TTL.",
 );
 
 enum Verdict {
