@@ -205,14 +205,19 @@ impl DnsEndpointProvider {
                 });
             }
         }
-        if let Ok(mut cache) = self.listed.lock() {
-            *cache = entries;
-        }
+        *self
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = entries;
         Ok(endpoints)
     }
 
     async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
-        let before = self.listed.lock().map(|l| l.clone()).unwrap_or_default();
+        let before = self
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         let mut after = before.clone();
         for endpoint in &changes.delete {
             if endpoint.record_type != RecordType::TXT
@@ -257,9 +262,10 @@ impl DnsEndpointProvider {
             }
         }
         after.retain(|_, entry| !entry.records.is_empty());
-        if let Ok(mut cache) = self.listed.lock() {
-            *cache = after;
-        }
+        *self
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = after;
         Ok(())
     }
 

@@ -298,9 +298,10 @@ impl WebhookProvider {
             listed.insert((endpoint.dns_name.clone(), record_type), raw);
             endpoints.push(endpoint);
         }
-        if let Ok(mut cache) = self.listed.lock() {
-            *cache = listed;
-        }
+        *self
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = listed;
         Ok(endpoints)
     }
 
@@ -311,10 +312,10 @@ impl WebhookProvider {
             ..WireChanges::default()
         };
         {
-            let listed = self.listed.lock().map_err(|_| Error::UnknownUpdate {
-                name: String::new(),
-                record_type: RecordType::A,
-            })?;
+            let listed = self
+                .listed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for endpoint in &changes.update {
                 let key = (endpoint.dns_name.clone(), endpoint.record_type);
                 let Some(old) = listed.get(&key) else {
