@@ -45,6 +45,8 @@ pub struct WebhookConfig {
     pub zones: Vec<String>,
     /// Per HTTP request.
     pub timeout: Duration,
+    /// Negotiation attempts at start-up, one a second: a sidecar may start after gateway-dns.
+    pub connect_attempts: u32,
 }
 
 impl WebhookConfig {
@@ -53,6 +55,7 @@ impl WebhookConfig {
             url: url.into(),
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             timeout: Duration::from_secs(30),
+            connect_attempts: 30,
         }
     }
 }
@@ -195,7 +198,18 @@ impl WebhookProvider {
             listed: Mutex::new(BTreeMap::new()),
         };
         let url = format!("{}/", provider.base);
-        let body = provider.request(Method::GET, &url, None).await?;
+        let mut attempt = 1;
+        let body = loop {
+            match provider.request(Method::GET, &url, None).await {
+                Err(Error::Http { .. } | Error::Timeout { .. })
+                    if attempt < provider.config.connect_attempts =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                answer => break answer?,
+            }
+        };
         let filter: DomainFilter =
             serde_json::from_slice(&body).map_err(|source| Error::Decode { url, source })?;
         check_filter(&filter, &provider.config.zones)?;
@@ -515,6 +529,39 @@ mod tests {
 
     fn zones() -> Vec<String> {
         vec!["example.com".to_string()]
+    }
+
+    /// A provider that starts listening after gateway-dns began negotiating is waited for;
+    /// one that never answers fails after the configured attempts.
+    #[tokio::test]
+    async fn negotiation_waits_for_a_provider_that_starts_later() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let mut config = WebhookConfig::new(format!("http://{addr}"), zones());
+        config.connect_attempts = 1;
+        assert!(matches!(
+            WebhookProvider::connect(config.clone()).await,
+            Err(Error::Http { .. })
+        ));
+        let server = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 4096];
+            let _ = socket.read(&mut request).await.unwrap();
+            let body = r#"{"include":["example.com"]}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {MEDIA_TYPE}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(answer.as_bytes()).await.unwrap();
+        });
+        config.connect_attempts = 10;
+        let provider = WebhookProvider::connect(config).await;
+        assert!(provider.is_ok(), "{:?}", provider.err());
+        server.await.unwrap();
     }
 
     #[test]
