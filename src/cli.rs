@@ -205,6 +205,16 @@ pub struct ServeArgs {
     /// File holding the PowerDNS API key (else the env var GATEWAY_DNS_PDNS_API_KEY).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_PDNS_API_KEY_FILE")]
     pub pdns_api_key_file: Option<PathBuf>,
+    /// external-dns webhook provider URL (plain HTTP, e.g. a sidecar at http://127.0.0.1:8888).
+    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_WEBHOOK_PROVIDER_URL")]
+    pub webhook_provider_url: Option<String>,
+    /// --provider dnsendpoint: the namespace the DNSEndpoint objects are written to.
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_DNSENDPOINT_NAMESPACE"
+    )]
+    pub dnsendpoint_namespace: String,
     /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
     #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION")]
     pub leader_election: bool,
@@ -230,6 +240,11 @@ pub enum ProviderKind {
     Rfc2136,
     /// The PowerDNS authoritative HTTP API.
     Pdns,
+    /// An external-dns webhook provider (its HTTP protocol, version 1), e.g. a sidecar.
+    Webhook,
+    /// DNSEndpoint objects (externaldns.k8s.io/v1alpha1), published by an external-dns running
+    /// with --source=crd.
+    Dnsendpoint,
 }
 
 /// Parses a duration such as `500ms`, `2s`, `1m30s` or a bare number of seconds.

@@ -9,8 +9,9 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::cli::{ProviderKind, ServeArgs};
+use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, embedded, pdns, rfc2136};
+use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
 use crate::engine::settle::settle_all;
 use crate::index::{Index, Snapshot};
@@ -445,6 +446,32 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             let config = pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
                 .context("loading the PowerDNS API key")?;
             Arc::new(pdns::PdnsProvider::new(config)?)
+        }
+        ProviderKind::Webhook => {
+            let Some(url) = &args.webhook_provider_url else {
+                bail!(
+                    "--provider webhook needs --webhook-provider-url URL (e.g. http://127.0.0.1:8888)"
+                );
+            };
+            let config = webhook::WebhookConfig::new(url.clone(), zones.to_vec());
+            Arc::new(
+                webhook::WebhookProvider::connect(config)
+                    .await
+                    .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
+            )
+        }
+        ProviderKind::Dnsendpoint => {
+            let client = kube::client(args.kubeconfig.as_deref())
+                .await
+                .context("--provider dnsendpoint writes to the cluster")?;
+            let registry = TxtRegistry::new(args.txt_owner_id.clone())
+                .with_wildcard_replacement(args.txt_wildcard_replacement.clone());
+            Arc::new(dnsendpoint::DnsEndpointProvider::new(
+                client,
+                &args.dnsendpoint_namespace,
+                registry,
+                zones.to_vec(),
+            )?)
         }
     })
 }

@@ -4,11 +4,13 @@
 //! named in lower case without the trailing dot. Providers translate to their wire or API format.
 
 pub(crate) mod batches;
+pub mod dnsendpoint;
 pub mod embedded;
 pub mod pdns;
 pub mod registry;
 pub mod rfc2136;
 pub mod secret;
+pub mod webhook;
 pub(crate) mod wire;
 
 use std::collections::BTreeSet;
@@ -122,6 +124,13 @@ pub trait Provider: Send + Sync {
     /// Apply the changes; on error, some batches may have been applied (the next pass re-lists).
     fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), Error>>;
 
+    /// The desired records as the provider will store them (external-dns's `AdjustEndpoints`:
+    /// a provider's TTL limits, for example), so that they compare equal to what it lists. Most
+    /// providers store what they are given.
+    fn adjust(&self, desired: Vec<Endpoint>) -> BoxFuture<'_, Result<Vec<Endpoint>, Error>> {
+        Box::pin(std::future::ready(Ok(desired)))
+    }
+
     /// The zones this provider manages (lower-case, no trailing dot).
     fn zones(&self) -> &[String];
 
@@ -145,6 +154,10 @@ pub enum Error {
     Embedded(#[from] embedded::Error),
     #[error(transparent)]
     Secret(#[from] secret::Error),
+    #[error(transparent)]
+    Webhook(#[from] webhook::Error),
+    #[error(transparent)]
+    DnsEndpoint(#[from] dnsendpoint::Error),
 }
 
 /// True when `name` is `zone` or below it.

@@ -9,8 +9,8 @@ use super::world::{Claim, Finding, NameSource, Origin, RouteEval, World};
 use super::{AttachmentMode, Config, Reason, annotation, concat, selector};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{
-    Acceptance, Address, Gateway, Listener, ListenerSet, NamespacesFrom, ObjectKind, ParentRef,
-    Route, StringMap,
+    Acceptance, Address, Gateway, Listener, ListenerSet, Meta, NamespacesFrom, ObjectKind,
+    ParentRef, Route, StringMap,
 };
 
 /// Does the route pass the route filters of this installation?
@@ -33,8 +33,18 @@ pub fn route_in_scope(cfg: &Config, route: &Route) -> bool {
     {
         return false;
     }
-    // external-dns's controller annotation: a route claimed by another controller is not ours.
-    annotation(&route.meta.annotations, "controller").is_none_or(|c| c == "dns-controller")
+    controller_is_ours(&route.meta)
+}
+
+/// external-dns's `controller` annotation: an object (route, Gateway or ListenerSet) claimed by
+/// another DNS controller is not ours.
+pub fn controller_is_ours(meta: &Meta) -> bool {
+    other_controller(meta).is_none()
+}
+
+/// The other DNS controller an object's `controller` annotation names, if it names one.
+fn other_controller(meta: &Meta) -> Option<&str> {
+    annotation(&meta.annotations, "controller").filter(|c| *c != "dns-controller")
 }
 
 /// Does the Gateway pass the Gateway filters of this installation?
@@ -52,6 +62,7 @@ pub fn gateway_in_scope(cfg: &Config, gateway: &Gateway) -> bool {
             .gateway_selector
             .as_ref()
             .is_none_or(|sel| selector::matches(sel, &gateway.meta.labels))
+        && controller_is_ours(&gateway.meta)
 }
 
 /// The protocol a route kind speaks, as listeners name it.
@@ -81,12 +92,25 @@ fn listener_refusal<W: World>(
     listener: &Listener,
     owner_namespace: &str,
     route: &Route,
+    status_only: bool,
 ) -> Option<String> {
-    if listener.rejected {
-        return Some(format!(
-            "listener {} is not accepted by its controller",
-            listener.name
-        ));
+    match listener.accepted {
+        Some(Acceptance::Rejected) => {
+            return Some(format!(
+                "listener {} is not accepted by its controller",
+                listener.name
+            ));
+        }
+        // With `--attachment status` a ListenerSet's listener counts only when the ListenerSet's
+        // own status accepts it (external-dns's rule).
+        Some(Acceptance::Accepted) => {}
+        _ if status_only => {
+            return Some(format!(
+                "listener {} has no Accepted=True in the ListenerSet's status.listeners yet",
+                listener.name
+            ));
+        }
+        _ => {}
     }
     if !protocol_compatible(route_protocol(route.kind), &listener.protocol) {
         return Some(format!(
@@ -195,6 +219,9 @@ struct Attached<'w> {
 struct Requested<'r> {
     hosts: Vec<(Cow<'r, str>, NameSource)>,
     any_written: bool,
+    /// Whether a route that writes no hostname inherits its listeners' hostnames: not when
+    /// `gateway-hostname-source` restricts the route's names to its spec or its annotation.
+    inherits: bool,
 }
 
 fn requested_hostnames<'r>(
@@ -238,6 +265,7 @@ fn requested_hostnames<'r>(
     Requested {
         hosts,
         any_written: !raw.is_empty(),
+        inherits: source.is_none_or(|s| s != "annotation-only" && s != "defined-hosts-only"),
     }
 }
 
@@ -283,9 +311,16 @@ fn attach_parent<'w, W: World>(
                 .gateway_with_origin(ns, name)
                 .filter(|(gw, _)| gateway_in_scope(cfg, gw))
             else {
-                findings.push(not_found(format!(
-                    "Gateway {ns}/{name} is not known to gateway-dns"
-                )));
+                let what = match world
+                    .gateway(ns, name)
+                    .and_then(|gw| other_controller(&gw.meta))
+                {
+                    Some(other) => format!(
+                        "Gateway {ns}/{name} is annotated for another DNS controller ({other})"
+                    ),
+                    None => format!("Gateway {ns}/{name} is not known to gateway-dns"),
+                };
+                findings.push(not_found(what));
                 return None;
             };
             (gw, None, &gw.listeners, ns, origin.cloned())
@@ -297,6 +332,12 @@ fn attach_parent<'w, W: World>(
                 )));
                 return None;
             };
+            if let Some(other) = other_controller(&ls.meta) {
+                findings.push(not_found(format!(
+                    "ListenerSet {ns}/{name} is annotated for another DNS controller ({other})"
+                )));
+                return None;
+            }
             let Some(gw) = world
                 .gateway(&ls.parent.namespace, &ls.parent.name)
                 .filter(|gw| gateway_in_scope(cfg, gw))
@@ -307,21 +348,33 @@ fn attach_parent<'w, W: World>(
                     )));
                 return None;
             };
-            let refused_by_controller = match (cfg.attachment, ls.accepted) {
-                (_, Some(Acceptance::Rejected)) => true,
-                (AttachmentMode::Status, accepted) => accepted != Some(Acceptance::Accepted),
-                _ => false,
+            let (gw_ns, gw_name) = (&gw.meta.namespace, &gw.meta.name);
+            let refusal = if !admits_listener_set(world, gw, ns) {
+                Some(format!(
+                    "Gateway {gw_ns}/{gw_name} does not allow ListenerSet {ns}/{name}: its spec.allowedListeners exclude namespace {ns}; attach to the Gateway directly or ask its owner to allow it"
+                ))
+            } else {
+                match (cfg.attachment, ls.accepted) {
+                    (_, Some(Acceptance::Rejected)) => Some(format!(
+                        "ListenerSet {ns}/{name} was not accepted by the controller of Gateway {gw_ns}/{gw_name} (Accepted=False); see its status.conditions"
+                    )),
+                    (AttachmentMode::Status, accepted)
+                        if accepted != Some(Acceptance::Accepted) =>
+                    {
+                        Some(format!(
+                            "ListenerSet {ns}/{name} is not accepted yet by the controller of Gateway {gw_ns}/{gw_name} (no Accepted=True); its DNS follows once it is"
+                        ))
+                    }
+                    _ => None,
+                }
             };
-            if refused_by_controller || !admits_listener_set(world, gw, ns) {
+            if let Some(message) = refusal {
                 findings.push(finding(
-                        Reason::NotAllowedByListeners,
-                        None,
-                        field(),
-                        format!(
-                            "Gateway {}/{} does not accept ListenerSet {ns}/{name}; attach to the Gateway directly or ask its owner to allow the ListenerSet",
-                            gw.meta.namespace, gw.meta.name
-                        ),
-                    ));
+                    Reason::NotAllowedByListeners,
+                    None,
+                    field(),
+                    message,
+                ));
                 return None;
             }
             let origin = world.listener_set_origin(gw, ls);
@@ -367,15 +420,18 @@ fn attach_parent<'w, W: World>(
         return None;
     }
     let mut refusals = Vec::new();
+    let status_only = cfg.attachment == AttachmentMode::Status && listener_set.is_some();
     let accepted: Vec<&Listener> = candidates
         .into_iter()
-        .filter(|l| match listener_refusal(world, l, owner_ns, route) {
-            None => true,
-            Some(why) => {
-                refusals.push(why);
-                false
-            }
-        })
+        .filter(
+            |l| match listener_refusal(world, l, owner_ns, route, status_only) {
+                None => true,
+                Some(why) => {
+                    refusals.push(why);
+                    false
+                }
+            },
+        )
         .collect();
     if accepted.is_empty() {
         findings.push(finding(
@@ -509,6 +565,9 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                 }
             }
         }
+    } else if !requested.inherits {
+        // `gateway-hostname-source` names where the route's names come from; listener hostnames
+        // are not among them, even with `--allow-inherited-wildcards` (as in external-dns).
     } else {
         for parent in &attached {
             for listener in &parent.listeners {

@@ -501,11 +501,11 @@ mod raw {
                         }),
                     ),
                 };
-                let rejected = statuses
+                let listener_accepted = statuses
                     .iter()
                     .find(|s| s.name == l.name)
                     .and_then(|s| accepted(&s.conditions))
-                    .is_some_and(|(state, _)| state == Acceptance::Rejected);
+                    .map(|(state, _)| state);
                 Ok(Listener {
                     name: l.name.into(),
                     // Hostnames compare in canonical form: made once here.
@@ -516,7 +516,7 @@ mod raw {
                     port: l.port,
                     protocol: l.protocol.into(),
                     allowed_routes: AllowedRoutes { namespaces, kinds },
-                    rejected,
+                    accepted: listener_accepted,
                 })
             })
             .collect()

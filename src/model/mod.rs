@@ -309,8 +309,9 @@ pub struct Listener {
     pub port: Option<i32>,
     pub protocol: Box<str>,
     pub allowed_routes: AllowedRoutes,
-    /// The listener's own status said Accepted=False (ListenerSet listeners report this).
-    pub rejected: bool,
+    /// The Accepted condition of the listener's own `status.listeners` entry; None when there is
+    /// no entry or no such condition (ListenerSet listeners report this).
+    pub accepted: Option<Acceptance>,
 }
 
 /// An address a Gateway publishes: an IP literal or a DNS hostname.

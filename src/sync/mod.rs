@@ -97,6 +97,8 @@ pub struct OnceReport {
 pub enum Error {
     #[error("listing the records failed, nothing written: {0}")]
     Listing(#[source] dns::Error),
+    #[error("the provider could not adjust the desired records: {0}")]
+    Adjust(#[source] dns::Error),
     #[error("applying {planned} changes failed: {source}")]
     Apply {
         planned: usize,
@@ -151,7 +153,11 @@ impl Syncer {
 
     async fn compute(&self) -> Result<Plan, Error> {
         let current = self.provider.records().await.map_err(Error::Listing)?;
-        let desired = self.source.desired();
+        let desired = self
+            .provider
+            .adjust(self.source.desired())
+            .await
+            .map_err(Error::Adjust)?;
         let registry = TxtRegistry::new(self.config.owner_id.clone())
             .with_wildcard_replacement(self.config.txt_wildcard_replacement.clone());
         let plan = plan_with(

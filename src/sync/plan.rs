@@ -358,8 +358,22 @@ impl Planner<'_> {
                 Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 Ok(placement) => {
                     match placement {
-                        Placement::Create => creates.push(endpoint.clone()),
-                        Placement::Update => updates.push(endpoint.clone()),
+                        Placement::Create => creates.push(Endpoint {
+                            ttl: Some(endpoint.ttl_or_default()),
+                            ..endpoint.clone()
+                        }),
+                        Placement::Update => {
+                            // A TTL no annotation asks for stays what the record has.
+                            let ttl = endpoint.ttl.or_else(|| {
+                                self.current
+                                    .data_record(name, *record_type)
+                                    .and_then(|existing| existing.ttl)
+                            });
+                            updates.push(Endpoint {
+                                ttl: Some(ttl.unwrap_or(DEFAULT_TTL)),
+                                ..endpoint.clone()
+                            });
+                        }
                         Placement::HeldByPolicy => self.plan.held_by_policy += 1,
                         Placement::Unchanged => {}
                     }
@@ -599,8 +613,8 @@ fn blocked(endpoint: &Endpoint, reason: BlockReason) -> Blocked {
     }
 }
 
-/// Canonical form so that equal records compare equal: lower-case names, canonical addresses,
-/// the default TTL made explicit.
+/// Canonical form so that equal records compare equal: lower-case names, canonical addresses.
+/// The TTL stays unset when no annotation sets it: see [`differs`].
 fn normalized(endpoint: &Endpoint) -> Endpoint {
     let targets = endpoint
         .targets
@@ -618,14 +632,21 @@ fn normalized(endpoint: &Endpoint) -> Endpoint {
         dns_name: canonical(&endpoint.dns_name).into_owned(),
         record_type: endpoint.record_type,
         targets,
-        ttl: Some(endpoint.ttl_or_default()),
+        ttl: endpoint.ttl,
         resource: endpoint.resource.clone(),
     }
 }
 
+/// Whether an owned record must be rewritten. Its TTL counts only when the desired record sets
+/// one (a `ttl` annotation): a record that another writer (external-dns, with its TTL 0 = the
+/// provider's default) or an operator left at some TTL is not rewritten for the TTL alone, so a
+/// take-over changes nothing that the routes do not ask to change. New records get
+/// [`DEFAULT_TTL`].
 fn differs(existing: &Endpoint, wanted: &Endpoint) -> bool {
     existing.targets != wanted.targets
-        || existing.ttl.unwrap_or(DEFAULT_TTL) != wanted.ttl_or_default()
+        || wanted
+            .ttl
+            .is_some_and(|ttl| existing.ttl.unwrap_or(DEFAULT_TTL) != ttl)
 }
 
 #[cfg(test)]
@@ -702,6 +723,22 @@ mod tests {
         assert_eq!(names(&new_ip.changes.update), ["app.example.com A"]);
         let new_ttl = plan_sync(&[a("app.example.com", "192.0.2.1").with_ttl(60)], &current);
         assert_eq!(new_ttl.changes.update[0].ttl, Some(60));
+    }
+
+    #[test]
+    fn takes_over_records_at_another_ttl_without_rewriting_them() {
+        // external-dns writes TTL 0 (the provider's default) when no annotation sets one.
+        let current = vec![
+            a("app.example.com", "192.0.2.1").with_ttl(0),
+            ours("app.example.com", RecordType::A),
+        ];
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
+        assert!(plan.is_empty(), "{plan:?}");
+        // A target change keeps the record's TTL; an annotation's TTL replaces it.
+        let moved = plan_sync(&[a("app.example.com", "192.0.2.2")], &current);
+        assert_eq!(moved.changes.update[0].ttl, Some(0));
+        let annotated = plan_sync(&[a("app.example.com", "192.0.2.1").with_ttl(300)], &current);
+        assert_eq!(annotated.changes.update[0].ttl, Some(300));
     }
 
     #[test]

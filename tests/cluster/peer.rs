@@ -2,8 +2,9 @@
 //! one control plane and real BIND: both publish the seed story (with gateway-dns's webhook
 //! keeping the conflicting route out for both); ownership records written by one are owned by
 //! the other when the owner id is the same (take-over and back), and never touched when it is
-//! not; external-dns's webhook-provider server and its DNSEndpoint CRD source work against
-//! BIND as gateway-dns's future `webhook` and `dnsendpoint` providers will use them.
+//! not; gateway-dns's `webhook` provider writes through external-dns's own webhook-provider
+//! server into BIND; external-dns's DNSEndpoint CRD source works against BIND as gateway-dns's
+//! `dnsendpoint` provider uses it.
 
 use std::time::{Duration, Instant};
 
@@ -164,12 +165,13 @@ const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra
     protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
     namespaces:\n        from: All\n";
 
-/// An HTTPRoute on `infra/public`. Its TTL is explicit: without one external-dns's RFC 2136
-/// provider writes TTL 0 and gateway-dns 300, and the take-over would rewrite every record once.
+/// An HTTPRoute on `infra/public`, without a `ttl` annotation: external-dns's RFC 2136 provider
+/// writes TTL 0 and gateway-dns 300 for a record it creates, and a take-over must not rewrite
+/// records for their TTL alone.
 fn route(name: &str, hostname: &str) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\n  annotations:\n    external-dns.kubernetes.io/ttl: \"300\"\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
+         namespace: apps\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
          hostnames:\n  - {hostname}\n"
     )
 }
@@ -279,6 +281,107 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
         ]
     );
     peer.assert_running();
+}
+
+/// Waits until BIND's SOA serial stays the same over `quiet` (passes every 2 s write nothing).
+fn wait_quiet(bind: &Bind, quiet: Duration, who: &str, log: &dyn Fn() -> String) -> Option<u32> {
+    let start = Instant::now();
+    let mut serial = answer(bind, &bind.zone, "SOA").soa_serial();
+    let mut since = Instant::now();
+    while since.elapsed() < quiet {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{who} keeps writing (SOA serial {serial:?}); log ends with:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        let now = answer(bind, &bind.zone, "SOA").soa_serial();
+        if now != serial {
+            (serial, since) = (now, Instant::now());
+        }
+    }
+    serial
+}
+
+#[test]
+fn gateway_dns_writes_through_external_dns_webhook_provider_into_bind() {
+    let cluster = ControlPlane::start();
+    let bind = Bind::start("example.com", FOREIGN);
+    let hook = WebhookRfc2136::start(&bind);
+    cluster.apply(GATEWAY, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    for (name, hostname) in [
+        ("keep", "keep.example.com"),
+        ("gone", "gone.example.com"),
+        ("foreign", "foreign.example.com"),
+    ] {
+        apply_route(&cluster, name, hostname);
+    }
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let url = hook.url();
+    let args = [
+        "--provider",
+        "webhook",
+        "--webhook-provider-url",
+        &url,
+        "--zone",
+        "example.com",
+        "--txt-owner-id",
+        "gateway-dns",
+        "--interval",
+        "2s",
+    ];
+    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let log = || format!("{}\nwebhook-rfc2136:\n{}", serve.log_tail(), hook.log());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+
+    // Created through the protocol, with their ownership records in external-dns's format.
+    for name in ["keep.example.com", "gone.example.com"] {
+        wait_a(&bind, name, &["203.0.113.10"], "gateway-dns", &log);
+    }
+    assert_eq!(answer(&bind, "keep.example.com", "A").answer[0].ttl, 300);
+    assert_eq!(
+        ownership(&bind, "a-keep.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=gateway-dns,external-dns/resource=httproute/apps/keep"
+        ]
+    );
+    // The listing read back through the protocol (TXT values included) is what was written:
+    // later passes write nothing.
+    wait_quiet(&bind, Duration::from_secs(5), "gateway-dns", &log);
+
+    // Updates (the old record named from the listing) and deletes, ownership released after.
+    delete_route(&cluster, "gone");
+    cluster.gateway_address("infra/public", &["203.0.113.11"]);
+    wait_a(
+        &bind,
+        "keep.example.com",
+        &["203.0.113.11"],
+        "gateway-dns",
+        &log,
+    );
+    wait_a(&bind, "gone.example.com", &[], "gateway-dns", &log);
+    assert!(
+        ownership(&bind, "a-gone.example.com").is_empty(),
+        "{}",
+        log()
+    );
+    wait_quiet(&bind, Duration::from_secs(5), "gateway-dns", &log);
+
+    // Another owner's record is never touched, though a route asks for its name.
+    assert_eq!(
+        answer(&bind, "foreign.example.com", "A").data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        ownership(&bind, "a-foreign.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=someone-else,external-dns/resource=httproute/other/foreign"
+        ]
+    );
+    serve.assert_running();
 }
 
 fn endpoint(name: &str, target: &str) -> serde_json::Value {
@@ -412,5 +515,198 @@ fn external_dns_publishes_dnsendpoint_objects_from_its_crd() {
     wait_a(&bind, "app.example.com", &[], "external-dns", &|| {
         peer.log_tail()
     });
+    peer.assert_running();
+}
+
+/// Two Gateways with different addresses serving `*.example.com`.
+const TWO_GATEWAYS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
+    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n---\n\
+    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: internal\n  \
+    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
+    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
+    namespaces:\n        from: All\n";
+
+/// An HTTPRoute in `apps` on Gateway `infra/<gateway>`.
+fn route_on(name: &str, gateway: &str, hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
+         namespace: apps\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
+         hostnames:\n  - {hostname}\n"
+    )
+}
+
+/// The data records (A, AAAA, CNAME) in `bind`'s zone, as (name, type, data).
+fn data_records(bind: &Bind) -> Vec<(String, String, String)> {
+    published(bind)
+        .into_iter()
+        .filter(|rr| matches!(rr.rtype.as_str(), "A" | "AAAA" | "CNAME"))
+        .map(|rr| (rr.name, rr.rtype, rr.data))
+        .collect()
+}
+
+/// The DNSEndpoint objects in namespace `gateway-dns`, as the API serves them (sorted by name).
+fn dnsendpoints(cluster: &ControlPlane) -> Vec<serde_json::Value> {
+    let listed = cluster
+        .kubectl(&["get", "dnsendpoints", "-n", "gateway-dns", "-o", "json"])
+        .ok();
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    listed["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls until `bind` holds exactly `expected` data records.
+#[track_caller]
+fn wait_records(bind: &Bind, expected: &[(&str, &str, &str)], log: &dyn Fn() -> String) {
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(n, t, d)| (n.to_string(), t.to_string(), d.to_string()))
+        .collect();
+    let start = Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < LIMIT {
+        last = data_records(bind);
+        if last == expected {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "BIND holds {last:?}, wanted {expected:?} after {LIMIT:?}; logs:\n{}",
+        log()
+    );
+}
+
+#[test]
+fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
+    let cluster = ControlPlane::start();
+    extdns::install_dnsendpoint_crd(&cluster);
+    let bind = Bind::start("example.com", FOREIGN);
+    cluster.apply(TWO_GATEWAYS, &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.gateway_address("infra/internal", &["198.51.100.20"]);
+    // `web` claims app.example.com first; `rival` claims it through the other Gateway later
+    // (before any webhook could refuse it): it loses under oldest-wins. `outside` asks for a
+    // name its listener does not serve; `foreign` for a name another owner holds in BIND.
+    cluster
+        .apply(&route_on("web", "public", "app.example.com"), &[])
+        .ok();
+    std::thread::sleep(Duration::from_millis(1100));
+    for (name, gateway, hostname) in [
+        ("rival", "internal", "app.example.com"),
+        ("api", "internal", "api.example.com"),
+        ("outside", "public", "shop.example.org"),
+    ] {
+        cluster.apply(&route_on(name, gateway, hostname), &[]).ok();
+    }
+
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let args = [
+        "--provider",
+        "dnsendpoint",
+        "--zone",
+        "example.com",
+        "--txt-owner-id",
+        "gateway-dns",
+        "--interval",
+        "2s",
+    ];
+    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+    cluster.register_webhook(&serve.url(), &serve.ca_file());
+    let peer_identity = extdns::install_rbac(&cluster);
+    let mut peer = ExternalDns::start(
+        &peer_identity,
+        &bind,
+        &extdns::Config::dnsendpoints("external-dns"),
+    );
+    let log = || format!("{}\nexternal-dns:\n{}", serve.log_tail(), peer.log_tail());
+
+    // A route the webhook denies never exists, so it never reaches a DNSEndpoint.
+    cluster.wait_webhook_active("apps");
+    let denied = cluster.apply(&route_on("denied", "public", "api.example.com"), &[]);
+    assert!(
+        !denied.success && denied.stderr.contains("HostnameConflict"),
+        "{denied:?}"
+    );
+
+    // external-dns publishes exactly gateway-dns's records: the winners, nothing else.
+    let expected = [
+        ("api.example.com", "A", "198.51.100.20"),
+        ("app.example.com", "A", "203.0.113.10"),
+        ("foreign.example.com", "A", "192.0.2.1"),
+    ];
+    wait_records(&bind, &expected, &log);
+    let objects = dnsendpoints(&cluster);
+    let names: Vec<&str> = objects
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["gateway-dns.api.example.com", "gateway-dns.app.example.com"],
+        "{}",
+        log()
+    );
+    let app = &objects[1];
+    assert_eq!(
+        app["metadata"]["labels"],
+        json!({"app.kubernetes.io/managed-by": "gateway-dns", "gateway-dns.io/owner": "gateway-dns"})
+    );
+    assert_eq!(
+        app["metadata"]["annotations"]["gateway-dns.io/resource"],
+        "httproute/apps/web"
+    );
+    assert_eq!(
+        app["spec"]["endpoints"],
+        json!([{"dnsName": "app.example.com", "recordType": "A", "targets": ["203.0.113.10"],
+                "recordTTL": 300}])
+    );
+    // external-dns's own registry guards what it published from the objects.
+    assert_eq!(
+        ownership(&bind, "a-app.example.com"),
+        [
+            "heritage=external-dns,external-dns/owner=external-dns,external-dns/resource=crd/gateway-dns/gateway-dns.app.example.com"
+        ]
+    );
+
+    // The winner goes: the name moves to the rival's Gateway; a name nobody claims any more
+    // loses its object and its record.
+    cluster
+        .kubectl(&["delete", "httproute", "web", "api", "-n", "apps"])
+        .ok();
+    let expected = [
+        ("app.example.com", "A", "198.51.100.20"),
+        ("foreign.example.com", "A", "192.0.2.1"),
+    ];
+    wait_records(&bind, &expected, &log);
+    let objects = dnsendpoints(&cluster);
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert_eq!(
+        objects[0]["metadata"]["annotations"]["gateway-dns.io/resource"],
+        "httproute/apps/rival"
+    );
+    // Objects gateway-dns does not own are left alone.
+    let stranger = json!({
+        "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+        "metadata": {"name": "stranger", "namespace": "gateway-dns"},
+        "spec": {"endpoints": [{"dnsName": "stranger.example.com", "recordType": "A",
+                                "targets": ["192.0.2.9"]}]},
+    });
+    cluster.apply(&stranger.to_string(), &[]).ok();
+    wait_a(
+        &bind,
+        "stranger.example.com",
+        &["192.0.2.9"],
+        "external-dns",
+        &log,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(dnsendpoints(&cluster).len(), 2, "{}", log());
+    serve.assert_running();
     peer.assert_running();
 }

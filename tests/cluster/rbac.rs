@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::support::cluster::{ControlPlane, Serve};
+use crate::support::extdns;
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:gateway-dns:gateway-dns";
 
@@ -78,6 +79,19 @@ async fn serve_runs_as_the_manifests_service_account_with_least_privilege() {
         "leases.coordination.k8s.io",
         &other
     ));
+    // --provider dnsendpoint: DNSEndpoint objects in its own namespace, nowhere else (the API
+    // server answers only for a resource it serves).
+    extdns::install_dnsendpoint_crd(&cluster);
+    for verb in ["get", "list", "create", "patch", "delete"] {
+        assert!(
+            can(&cluster, verb, "dnsendpoints.externaldns.k8s.io", &own),
+            "{verb} dnsendpoints"
+        );
+        assert!(
+            !can(&cluster, verb, "dnsendpoints.externaldns.k8s.io", &other),
+            "{verb} dnsendpoints in default"
+        );
+    }
     assert!(!can(
         &cluster,
         "delete",

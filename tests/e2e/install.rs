@@ -681,6 +681,14 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
                     "{origin}: PowerDNS URL and API key file"
                 );
             }
+            gateway_dns::cli::ProviderKind::Webhook => {
+                assert!(
+                    serve.webhook_provider_url.is_some(),
+                    "{origin}: --webhook-provider-url"
+                );
+            }
+            // Writes to the cluster it runs in, with the base Role.
+            gateway_dns::cli::ProviderKind::Dnsendpoint => {}
             gateway_dns::cli::ProviderKind::Embedded => {
                 assert!(
                     serve.dns_listen.ip().is_unspecified(),
@@ -821,12 +829,43 @@ fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
             }
         }
     }
-    let role = crate::support::install::only(&install.roles, origin, "Role");
-    assert_eq!(
-        role.metadata.namespace.as_deref(),
-        Some(namespace),
-        "{origin}: Role namespace"
-    );
+    // Two Roles, both in the installation's namespace: the Lease, and the DNSEndpoint objects
+    // of --provider dnsendpoint.
+    assert_eq!(install.roles.len(), 2, "{origin}: expected the two Roles");
+    for role in &install.roles {
+        assert_eq!(
+            role.metadata.namespace.as_deref(),
+            Some(namespace),
+            "{origin}: Role namespace"
+        );
+    }
+    let named = |name: &str| {
+        install
+            .roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("{origin}: no Role {name}"))
+    };
+    let endpoints_role = named("gateway-dns-dnsendpoints");
+    for rule in endpoints_role.rules.iter().flatten() {
+        assert_eq!(
+            rule.api_groups.as_deref(),
+            Some(&["externaldns.k8s.io".to_string()][..]),
+            "{origin}: DNSEndpoint Role: externaldns.k8s.io only"
+        );
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(&["dnsendpoints".to_string()][..]),
+            "{origin}: DNSEndpoint Role: dnsendpoints only (not their status)"
+        );
+        assert!(
+            rule.verbs
+                .iter()
+                .all(|v| ["get", "list", "create", "patch", "delete"].contains(&v.as_str())),
+            "{origin}: DNSEndpoint verbs (dnsendpoint.rs: list, server-side apply, delete)"
+        );
+    }
+    let role = named("gateway-dns-leases");
     assert_eq!(
         serve.leader_election_namespace, namespace,
         "{origin}: the Lease is in the Role's namespace"
@@ -881,17 +920,26 @@ fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
         subject_is_account(&cluster_binding.subjects),
         "{origin}: ClusterRoleBinding subject"
     );
-    let binding = crate::support::install::only(&install.role_bindings, origin, "RoleBinding");
-    assert_eq!(binding.role_ref.kind, "Role");
     assert_eq!(
-        Some(&binding.role_ref.name),
-        role.metadata.name.as_ref(),
-        "{origin}: RoleBinding → Role"
+        install.role_bindings.len(),
+        install.roles.len(),
+        "{origin}: one RoleBinding per Role"
     );
-    assert!(
-        subject_is_account(&binding.subjects),
-        "{origin}: RoleBinding subject"
-    );
+    for role in &install.roles {
+        let binding = install
+            .role_bindings
+            .iter()
+            .find(|b| {
+                b.role_ref.kind == "Role" && Some(&b.role_ref.name) == role.metadata.name.as_ref()
+            })
+            .unwrap_or_else(|| {
+                panic!("{origin}: no RoleBinding for Role {:?}", role.metadata.name)
+            });
+        assert!(
+            subject_is_account(&binding.subjects),
+            "{origin}: RoleBinding subject"
+        );
+    }
 }
 
 /// The local paths a kustomization refers to (resources, components, patch files).

@@ -499,6 +499,100 @@ fn listener_set_rejected_by_its_controller_is_refused() {
     );
 }
 
+/// A ListenerSet on a Gateway admitting all namespaces, with this `status`, and a route on it
+/// accepted by its controller, settled in `mode`.
+fn listener_set_with_status(status: Value, mode: AttachmentMode) -> Outcome {
+    let ls = with(
+        listener_set("infra", "ls", ("infra", "gw1"), "*.team.example.com"),
+        &["status"],
+        status,
+    );
+    let route = with(
+        http_route(
+            "infra",
+            "r",
+            json!([{"kind": "ListenerSet", "name": "ls"}]),
+            &["app.team.example.com"],
+        ),
+        &["status", "parents"],
+        json!([{"parentRef": {"kind": "ListenerSet", "name": "ls", "namespace": "infra"},
+                "conditions": [{"type": "Accepted", "status": "True"}]}]),
+    );
+    settle(
+        Config {
+            attachment: mode,
+            ..Config::default()
+        },
+        &[
+            infra(),
+            gateway_with_allowed_listeners(Some(json!({"from": "All"}))),
+            ls,
+            route,
+        ],
+    )
+}
+
+#[test]
+fn status_mode_counts_a_listener_set_listener_only_when_its_own_status_accepts_it() {
+    let accepted = json!([{"type": "Accepted", "status": "True"}]);
+    let listener = |status: &str| json!([{"name": "ls-https", "conditions": [{"type": "Accepted", "status": status}]}]);
+    for (status, published) in [
+        (
+            json!({"conditions": accepted, "listeners": listener("True")}),
+            true,
+        ),
+        // The ListenerSet is accepted but does not list the listener, or has not accepted it.
+        (json!({"conditions": accepted}), false),
+        (
+            json!({"conditions": accepted, "listeners": listener("Unknown")}),
+            false,
+        ),
+        (
+            json!({"conditions": accepted, "listeners": listener("False")}),
+            false,
+        ),
+    ] {
+        let got = listener_set_with_status(status.clone(), AttachmentMode::Status);
+        assert_eq!(!got.records.is_empty(), published, "{status}: {got:#?}");
+        if !published {
+            assert_eq!(
+                only_violation(&got, "HTTPRoute/infra/r").reason,
+                Reason::NotAllowedByListeners,
+                "{status}"
+            );
+        }
+    }
+    // Spec mode predicts: only an explicit refusal of the listener leaves it out.
+    let unlisted = listener_set_with_status(json!({}), AttachmentMode::Spec);
+    assert_eq!(unlisted.records.len(), 1, "{unlisted:#?}");
+}
+
+#[test]
+fn a_listener_set_not_attached_says_why() {
+    // Not accepted yet, with `--attachment status`: the controller has not decided.
+    let pending = listener_set_with_status(json!({}), AttachmentMode::Status);
+    let message = &only_violation(&pending, "HTTPRoute/infra/r").message;
+    assert!(
+        message.contains("ListenerSet infra/ls is not accepted yet")
+            && !message.contains("does not accept"),
+        "{message}"
+    );
+    // Refused by the controller.
+    let refused = listener_set_with_status(
+        json!({"conditions": [{"type": "Accepted", "status": "False"}]}),
+        AttachmentMode::Spec,
+    );
+    let message = &only_violation(&refused, "HTTPRoute/infra/r").message;
+    assert!(message.contains("(Accepted=False)"), "{message}");
+    // Not admitted by the Gateway's allowedListeners.
+    let got = via_listener_set(None, Config::default());
+    let message = &only_violation(&got, "HTTPRoute/team/r").message;
+    assert!(
+        message.contains("allowedListeners exclude namespace team"),
+        "{message}"
+    );
+}
+
 #[test]
 fn listener_set_unknown_or_orphaned_is_parent_not_found() {
     let got = settle_default(&[
@@ -854,6 +948,41 @@ fn gateway_hostname_source_annotation() {
     assert_eq!(build(None), ["annotated.example.com", "spec.example.com"]);
     assert_eq!(build(Some("annotation-only")), ["annotated.example.com"]);
     assert_eq!(build(Some("defined-hosts-only")), ["spec.example.com"]);
+}
+
+#[test]
+fn gateway_hostname_source_suppresses_listener_hostname_inheritance() {
+    let names = |source: Option<&str>| {
+        let mut r = http_route("apps", "r", on("gw1"), &[]);
+        if let Some(source) = source {
+            r = annotated(
+                r,
+                "external-dns.kubernetes.io/gateway-hostname-source",
+                source,
+            );
+        }
+        let gw = gateway(
+            "infra",
+            "gw1",
+            json!([
+                listener("exact", "HTTP", Some("app.example.com")),
+                listener("wild", "HTTPS", Some("*.example.com"))
+            ]),
+            &[GW1],
+        );
+        let cfg = Config {
+            allow_inherited_wildcards: true,
+            ..Config::default()
+        };
+        let got = settle(cfg, &[infra(), apps(), gw, r]);
+        got.records
+            .iter()
+            .map(|r| r.dns_name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(None), ["*.example.com", "app.example.com"]);
+    assert!(names(Some("defined-hosts-only")).is_empty());
+    assert!(names(Some("annotation-only")).is_empty());
 }
 
 #[test]

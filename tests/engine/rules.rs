@@ -1096,3 +1096,65 @@ fn routes_claimed_by_another_controller_are_out_of_scope() {
     let ours = settle_default(&objects("dns-controller"));
     assert_eq!(ours.records.len(), 1, "{ours:#?}");
 }
+
+#[test]
+fn gateways_and_listener_sets_claimed_by_another_controller_are_out_of_scope() {
+    let key = "external-dns.kubernetes.io/controller";
+    let world = |gateway_controller: Option<&str>, listener_set_controller: Option<&str>| {
+        let mut gw = gateway(
+            "infra",
+            "gw1",
+            json!([listener("web", "HTTP", None)]),
+            &[GW1],
+        );
+        gw = with(
+            gw,
+            &["spec", "allowedListeners"],
+            json!({"namespaces": {"from": "All"}}),
+        );
+        let mut ls = listener_set("infra", "ls", ("infra", "gw1"), "*.team.example.com");
+        if let Some(c) = gateway_controller {
+            gw = annotated(gw, key, c);
+        }
+        if let Some(c) = listener_set_controller {
+            ls = annotated(ls, key, c);
+        }
+        settle_default(&[
+            infra(),
+            gw,
+            ls,
+            http_route("infra", "direct", on("gw1"), &["a.example.com"]),
+            http_route(
+                "infra",
+                "via-ls",
+                json!([{"kind": "ListenerSet", "name": "ls"}]),
+                &["app.team.example.com"],
+            ),
+        ])
+    };
+    let names = |got: &gateway_dns::engine::Outcome| {
+        got.records
+            .iter()
+            .map(|r| r.dns_name.clone())
+            .collect::<Vec<_>>()
+    };
+    let all = world(None, Some("dns-controller"));
+    assert_eq!(names(&all), ["a.example.com", "app.team.example.com"]);
+    let gateway_elsewhere = world(Some("someone-else"), None);
+    assert!(
+        names(&gateway_elsewhere).is_empty(),
+        "{gateway_elsewhere:#?}"
+    );
+    assert!(
+        only_violation(&gateway_elsewhere, "HTTPRoute/infra/direct")
+            .message
+            .contains("another DNS controller (someone-else)")
+    );
+    let ls_elsewhere = world(None, Some("someone-else"));
+    assert_eq!(names(&ls_elsewhere), ["a.example.com"]);
+    assert!(
+        only_violation(&ls_elsewhere, "HTTPRoute/infra/via-ls")
+            .message
+            .contains("ListenerSet infra/ls is annotated for another DNS controller")
+    );
+}

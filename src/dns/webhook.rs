@@ -1,0 +1,631 @@
+//! A client of external-dns's webhook-provider protocol, so that every external-dns webhook
+//! provider (Cloudflare, Route53 adapters, Infoblox, …) can hold gateway-dns's records.
+//!
+//! The protocol (external-dns `provider/webhook/api`), media type
+//! `application/external.dns.webhook+json;version=1` on every request and answer:
+//! - `GET /` negotiates: the server answers its domain filter (`{"include": [...], "exclude": [...]}`);
+//! - `GET /records` lists every record the provider holds, as external-dns endpoints;
+//! - `POST /records` applies `{"create", "updateOld", "updateNew", "delete"}` (answer 204);
+//! - `POST /adjustendpoints` lets the provider rewrite desired endpoints to what it will store
+//!   (its TTL limits, for example) before they are compared with what it holds.
+//!
+//! Plain HTTP: a webhook provider runs as a sidecar on loopback. TXT targets are sent quoted, as
+//! external-dns's TXT registry sends them (providers that build zone-file records need the quotes),
+//! and read back with or without quotes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::{Deserialize, Serialize};
+use tokio::time::timeout;
+
+use super::{Changes, Endpoint, Provider, in_zone};
+use crate::model::RecordType;
+use crate::model::dns_name::canonical;
+
+/// The media type of every request and answer, with its version.
+pub const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
+
+/// Largest answer read (a listing of many thousand records fits easily).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Base URL of the webhook provider, e.g. `http://127.0.0.1:8888`.
+    pub url: String,
+    /// Zones managed (lower-case, no trailing dot).
+    pub zones: Vec<String>,
+    /// Per HTTP request.
+    pub timeout: Duration,
+    /// Negotiation attempts at start-up, one a second: a sidecar may start after gateway-dns.
+    pub connect_attempts: u32,
+}
+
+impl WebhookConfig {
+    pub fn new(url: impl Into<String>, zones: Vec<String>) -> Self {
+        WebhookConfig {
+            url: url.into(),
+            zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
+            timeout: Duration::from_secs(30),
+            connect_attempts: 30,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("webhook provider URL {0:?} is not a valid http:// URL")]
+    BadUrl(String),
+    #[error("webhook provider at {url}: {source}")]
+    Http {
+        url: String,
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("webhook provider at {url}: reading the answer failed: {detail}")]
+    Body { url: String, detail: String },
+    #[error("webhook provider at {url} did not answer within {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("webhook provider refused {method} {url}: HTTP {status}: {message}")]
+    Status {
+        method: Method,
+        url: String,
+        status: StatusCode,
+        message: String,
+    },
+    #[error(
+        "webhook provider at {url} answered content type {found:?}, not {MEDIA_TYPE:?}; is it an external-dns webhook provider of protocol version 1?"
+    )]
+    MediaType { url: String, found: String },
+    #[error("webhook provider at {url}: unexpected answer: {source}")]
+    Decode {
+        url: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot encode the webhook request: {0}")]
+    Encode(serde_json::Error),
+    #[error(
+        "zone {zone} is outside the webhook provider's domain filter (it includes {include:?}); pass only --zone values it serves"
+    )]
+    ZoneOutsideFilter { zone: String, include: Vec<String> },
+    #[error(
+        "the webhook provider's domain filter excludes {excluded} inside zone {zone}; gateway-dns cannot manage that zone whole"
+    )]
+    ZoneExcluded { zone: String, excluded: String },
+    #[error(
+        "the webhook provider's domain filter is a regular expression; gateway-dns needs plain domains"
+    )]
+    RegexFilter,
+    #[error(
+        "cannot update {name} {record_type}: it was not in the last listing (the next pass lists again)"
+    )]
+    UnknownUpdate {
+        name: String,
+        record_type: RecordType,
+    },
+}
+
+/// external-dns's endpoint, as the protocol carries it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct WireEndpoint {
+    #[serde(default)]
+    dns_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    targets: Vec<String>,
+    #[serde(default)]
+    record_type: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    set_identifier: String,
+    /// 0: not configured (the provider's default).
+    #[serde(default, rename = "recordTTL", skip_serializing_if = "is_zero")]
+    record_ttl: i64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    provider_specific: Vec<ProviderSpecific>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+struct ProviderSpecific {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    value: String,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
+}
+
+/// external-dns's `plan.Changes`.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireChanges {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    create: Vec<WireEndpoint>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    update_old: Vec<WireEndpoint>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    update_new: Vec<WireEndpoint>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    delete: Vec<WireEndpoint>,
+}
+
+/// external-dns's domain filter as `GET /` answers it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DomainFilter {
+    #[serde(default)]
+    include: Option<Vec<String>>,
+    #[serde(default)]
+    exclude: Option<Vec<String>>,
+    #[serde(default)]
+    regex_include: Option<String>,
+    #[serde(default)]
+    regex_exclude: Option<String>,
+}
+
+pub struct WebhookProvider {
+    config: WebhookConfig,
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+    /// The last listing, by (name, type): an update names the record it replaces
+    /// (`updateOld`), which the plan does not carry.
+    listed: Mutex<BTreeMap<(String, RecordType), WireEndpoint>>,
+}
+
+impl WebhookProvider {
+    /// Connects: negotiates at `GET /` and checks that the provider's domain filter covers every
+    /// managed zone whole.
+    pub async fn connect(config: WebhookConfig) -> Result<Self, Error> {
+        let base = config.url.trim_end_matches('/').to_string();
+        let uri: Uri = base.parse().map_err(|_| Error::BadUrl(base.clone()))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(Error::BadUrl(base));
+        }
+        let provider = WebhookProvider {
+            config,
+            base,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            listed: Mutex::new(BTreeMap::new()),
+        };
+        let url = format!("{}/", provider.base);
+        let mut attempt = 1;
+        let body = loop {
+            match provider.request(Method::GET, &url, None).await {
+                Err(Error::Http { .. } | Error::Timeout { .. })
+                    if attempt < provider.config.connect_attempts =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                answer => break answer?,
+            }
+        };
+        let filter: DomainFilter =
+            serde_json::from_slice(&body).map_err(|source| Error::Decode { url, source })?;
+        check_filter(&filter, &provider.config.zones)?;
+        Ok(provider)
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, Error> {
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header("Accept", MEDIA_TYPE);
+        if body.is_some() {
+            builder = builder.header("Content-Type", MEDIA_TYPE);
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|_| Error::BadUrl(url.to_string()))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|source| Error::Http {
+                    url: url.to_string(),
+                    source,
+                })?;
+            let status = response.status();
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| Error::Body {
+                    url: url.to_string(),
+                    detail: e.to_string(),
+                })?
+                .to_bytes();
+            Ok::<_, Error>((status, content_type, body))
+        };
+        let (status, content_type, body) =
+            timeout(self.config.timeout, exchange)
+                .await
+                .map_err(|_| Error::Timeout {
+                    url: url.to_string(),
+                    timeout: self.config.timeout,
+                })??;
+        if !status.is_success() {
+            return Err(Error::Status {
+                method,
+                url: url.to_string(),
+                status,
+                message: String::from_utf8_lossy(&body).chars().take(300).collect(),
+            });
+        }
+        // 204 (applied) has no body and so no content type.
+        if status != StatusCode::NO_CONTENT && content_type != MEDIA_TYPE {
+            return Err(Error::MediaType {
+                url: url.to_string(),
+                found: content_type,
+            });
+        }
+        Ok(body)
+    }
+
+    async fn list(&self) -> Result<Vec<Endpoint>, Error> {
+        let url = format!("{}/records", self.base);
+        let body = self.request(Method::GET, &url, None).await?;
+        let wire: Vec<WireEndpoint> =
+            serde_json::from_slice(&body).map_err(|source| Error::Decode { url, source })?;
+        let mut listed = BTreeMap::new();
+        let mut endpoints = Vec::new();
+        for raw in wire {
+            // Records of other types, and routing-policy records (set identifiers), are not
+            // gateway-dns's: the plan never sees them.
+            let Ok(record_type) = raw.record_type.parse::<RecordType>() else {
+                continue;
+            };
+            if !raw.set_identifier.is_empty() {
+                continue;
+            }
+            let endpoint = from_wire(&raw, record_type);
+            if endpoint.targets.is_empty()
+                || !self
+                    .config
+                    .zones
+                    .iter()
+                    .any(|zone| in_zone(&endpoint.dns_name, zone))
+            {
+                continue;
+            }
+            listed.insert((endpoint.dns_name.clone(), record_type), raw);
+            endpoints.push(endpoint);
+        }
+        *self
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = listed;
+        Ok(endpoints)
+    }
+
+    async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
+        let mut wire = WireChanges {
+            create: changes.create.iter().map(to_wire).collect(),
+            delete: changes.delete.iter().map(to_wire).collect(),
+            ..WireChanges::default()
+        };
+        {
+            let listed = self
+                .listed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for endpoint in &changes.update {
+                let key = (endpoint.dns_name.clone(), endpoint.record_type);
+                let Some(old) = listed.get(&key) else {
+                    return Err(Error::UnknownUpdate {
+                        name: key.0,
+                        record_type: key.1,
+                    });
+                };
+                // What the provider holds, as it listed it, with TXT targets quoted like ours.
+                let mut old = old.clone();
+                if endpoint.record_type == RecordType::TXT {
+                    old.targets = old
+                        .targets
+                        .iter()
+                        .map(|t| quote_txt(&unquote_txt(t)))
+                        .collect();
+                }
+                wire.update_old.push(old);
+                wire.update_new.push(to_wire(endpoint));
+            }
+        }
+        let body = serde_json::to_vec(&wire).map_err(Error::Encode)?;
+        let url = format!("{}/records", self.base);
+        self.request(Method::POST, &url, Some(body)).await?;
+        Ok(())
+    }
+
+    async fn adjust_endpoints(&self, desired: Vec<Endpoint>) -> Result<Vec<Endpoint>, Error> {
+        if desired.is_empty() {
+            return Ok(desired);
+        }
+        let wire: Vec<WireEndpoint> = desired.iter().map(to_wire).collect();
+        let body = serde_json::to_vec(&wire).map_err(Error::Encode)?;
+        let url = format!("{}/adjustendpoints", self.base);
+        let answer = self.request(Method::POST, &url, Some(body)).await?;
+        let adjusted: Vec<WireEndpoint> =
+            serde_json::from_slice(&answer).map_err(|source| Error::Decode { url, source })?;
+        // The provider may rewrite or drop endpoints; the owner resource is ours to keep.
+        let resources: BTreeMap<(String, RecordType), Option<String>> = desired
+            .into_iter()
+            .map(|e| ((e.dns_name, e.record_type), e.resource))
+            .collect();
+        Ok(adjusted
+            .iter()
+            .filter_map(|raw| {
+                let record_type = raw.record_type.parse::<RecordType>().ok()?;
+                let mut endpoint = from_wire(raw, record_type);
+                endpoint.resource = resources
+                    .get(&(endpoint.dns_name.clone(), record_type))
+                    .cloned()
+                    .flatten();
+                Some(endpoint)
+            })
+            .collect())
+    }
+}
+
+/// Every managed zone must be inside the provider's filter, and no part of it excluded: the
+/// sync loop deletes what it owns in its zones, so it must see them whole.
+fn check_filter(filter: &DomainFilter, zones: &[String]) -> Result<(), Error> {
+    if filter
+        .regex_include
+        .as_deref()
+        .is_some_and(|r| !r.is_empty())
+        || filter
+            .regex_exclude
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+    {
+        return Err(Error::RegexFilter);
+    }
+    let include: Vec<String> = filter
+        .include
+        .iter()
+        .flatten()
+        .map(|d| canonical(d.trim_start_matches('.')).into_owned())
+        .filter(|d| !d.is_empty())
+        .collect();
+    for zone in zones {
+        if !include.is_empty() && !include.iter().any(|domain| in_zone(zone, domain)) {
+            return Err(Error::ZoneOutsideFilter {
+                zone: zone.clone(),
+                include,
+            });
+        }
+        for excluded in filter.exclude.iter().flatten() {
+            let excluded = canonical(excluded.trim_start_matches('.')).into_owned();
+            if in_zone(&excluded, zone) || in_zone(zone, &excluded) {
+                return Err(Error::ZoneExcluded {
+                    zone: zone.clone(),
+                    excluded,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn to_wire(endpoint: &Endpoint) -> WireEndpoint {
+    WireEndpoint {
+        dns_name: endpoint.dns_name.clone(),
+        targets: endpoint
+            .targets
+            .iter()
+            .map(|t| match endpoint.record_type {
+                RecordType::TXT => quote_txt(t),
+                _ => t.clone(),
+            })
+            .collect(),
+        record_type: endpoint.record_type.as_str().to_string(),
+        record_ttl: endpoint.ttl.map_or(0, i64::from),
+        ..WireEndpoint::default()
+    }
+}
+
+fn from_wire(raw: &WireEndpoint, record_type: RecordType) -> Endpoint {
+    let targets: BTreeSet<String> = raw
+        .targets
+        .iter()
+        .map(|target| match record_type {
+            RecordType::A | RecordType::AAAA => target
+                .parse::<std::net::IpAddr>()
+                .map(|ip| ip.to_string())
+                .unwrap_or_else(|_| target.clone()),
+            RecordType::CNAME => canonical(target).into_owned(),
+            RecordType::TXT => unquote_txt(target),
+        })
+        .collect();
+    Endpoint {
+        dns_name: canonical(&raw.dns_name).into_owned(),
+        record_type,
+        targets,
+        ttl: u32::try_from(raw.record_ttl).ok().filter(|ttl| *ttl > 0),
+        resource: None,
+    }
+}
+
+/// A TXT value as external-dns's registry writes it: in double quotes, with `"` and `\` escaped.
+fn quote_txt(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// A TXT value as a provider lists it, quoted or not.
+fn unquote_txt(text: &str) -> String {
+    match text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        None => text.to_string(),
+        Some(inner) => {
+            let mut out = String::with_capacity(inner.len());
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                if c == '\\' {
+                    if let Some(next) = chars.next() {
+                        out.push(next);
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        }
+    }
+}
+
+impl Provider for WebhookProvider {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+        Box::pin(async move { Ok(self.list().await?) })
+    }
+
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+        Box::pin(async move { Ok(self.apply_changes(changes).await?) })
+    }
+
+    fn adjust(&self, desired: Vec<Endpoint>) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+        Box::pin(async move { Ok(self.adjust_endpoints(desired).await?) })
+    }
+
+    fn zones(&self) -> &[String] {
+        &self.config.zones
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zones() -> Vec<String> {
+        vec!["example.com".to_string()]
+    }
+
+    /// A provider that starts listening after gateway-dns began negotiating is waited for;
+    /// one that never answers fails after the configured attempts.
+    #[tokio::test]
+    async fn negotiation_waits_for_a_provider_that_starts_later() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let mut config = WebhookConfig::new(format!("http://{addr}"), zones());
+        config.connect_attempts = 1;
+        assert!(matches!(
+            WebhookProvider::connect(config.clone()).await,
+            Err(Error::Http { .. })
+        ));
+        let server = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 4096];
+            let _ = socket.read(&mut request).await.unwrap();
+            let body = r#"{"include":["example.com"]}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {MEDIA_TYPE}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(answer.as_bytes()).await.unwrap();
+        });
+        config.connect_attempts = 10;
+        let provider = WebhookProvider::connect(config).await;
+        assert!(provider.is_ok(), "{:?}", provider.err());
+        server.await.unwrap();
+    }
+
+    #[test]
+    fn txt_values_round_trip_through_quotes() {
+        let value = r#"heritage=external-dns,external-dns/owner=a "b" \c"#;
+        assert_eq!(unquote_txt(&quote_txt(value)), value);
+        assert_eq!(
+            unquote_txt("heritage=external-dns"),
+            "heritage=external-dns"
+        );
+    }
+
+    #[test]
+    fn endpoints_on_the_wire_are_external_dns_endpoints() {
+        let endpoint = Endpoint::new("App.Example.com.", RecordType::TXT, ["v=1"]).with_ttl(60);
+        let wire = serde_json::to_value(to_wire(&endpoint)).unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({"dnsName": "app.example.com", "targets": ["\"v=1\""],
+                               "recordType": "TXT", "recordTTL": 60})
+        );
+        // No TTL: recordTTL left out (0, the provider's default).
+        let plain = to_wire(&Endpoint::new(
+            "a.example.com",
+            RecordType::A,
+            ["192.0.2.1"],
+        ));
+        let back = from_wire(&plain, RecordType::A);
+        assert_eq!(back.ttl, None);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("recordTTL"));
+    }
+
+    #[test]
+    fn the_domain_filter_must_cover_every_zone_whole() {
+        let filter =
+            |json: serde_json::Value| -> DomainFilter { serde_json::from_value(json).unwrap() };
+        assert!(check_filter(&filter(serde_json::json!({})), &zones()).is_ok());
+        assert!(
+            check_filter(
+                &filter(serde_json::json!({"include": ["example.com"]})),
+                &zones()
+            )
+            .is_ok()
+        );
+        assert!(check_filter(&filter(serde_json::json!({"include": ["com"]})), &zones()).is_ok());
+        assert!(matches!(
+            check_filter(
+                &filter(serde_json::json!({"include": ["example.org"]})),
+                &zones()
+            ),
+            Err(Error::ZoneOutsideFilter { .. })
+        ));
+        assert!(matches!(
+            check_filter(
+                &filter(
+                    serde_json::json!({"include": ["example.com"], "exclude": ["internal.example.com"]})
+                ),
+                &zones()
+            ),
+            Err(Error::ZoneExcluded { .. })
+        ));
+        assert!(matches!(
+            check_filter(&filter(serde_json::json!({"regexInclude": ".*"})), &zones()),
+            Err(Error::RegexFilter)
+        ));
+    }
+}
