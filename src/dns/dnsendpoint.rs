@@ -327,6 +327,10 @@ impl DnsEndpointProvider {
 }
 
 impl Provider for DnsEndpointProvider {
+    fn name(&self) -> &'static str {
+        "dnsendpoint"
+    }
+
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }

@@ -134,7 +134,7 @@ pub trait Provider: Send + Sync {
     /// The zones this provider manages (lower-case, no trailing dot).
     fn zones(&self) -> &[String];
 
-    /// The provider's name in metrics (`rfc2136`, `pdns`, `embedded`).
+    /// The provider's name in metrics (`rfc2136`, `pdns`, `embedded`, `webhook`, `dnsendpoint`).
     fn name(&self) -> &'static str {
         "custom"
     }

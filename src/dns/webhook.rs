@@ -506,6 +506,10 @@ fn unquote_txt(text: &str) -> String {
 }
 
 impl Provider for WebhookProvider {
+    fn name(&self) -> &'static str {
+        "webhook"
+    }
+
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }

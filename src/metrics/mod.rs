@@ -99,16 +99,19 @@ impl ChangeAction {
 pub enum SyncErrorKind {
     /// Listing the zones' records (nothing was written).
     List,
+    /// The provider's adjustment of the desired records, before planning (nothing was written).
+    Adjust,
     /// Writing the changes (some batches may have been written).
     Apply,
 }
 
 impl SyncErrorKind {
-    pub const ALL: [SyncErrorKind; 2] = [Self::List, Self::Apply];
+    pub const ALL: [SyncErrorKind; 3] = [Self::List, Self::Adjust, Self::Apply];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::List => "list",
+            Self::Adjust => "adjust",
             Self::Apply => "apply",
         }
     }

@@ -210,6 +210,7 @@ impl Syncer {
             Err(error) => {
                 let kind = match error {
                     Error::Listing(_) => SyncErrorKind::List,
+                    Error::Adjust(_) => SyncErrorKind::Adjust,
                     Error::Apply { .. } => SyncErrorKind::Apply,
                 };
                 self.metrics.record_sync_error(self.provider.name(), kind);
