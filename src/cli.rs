@@ -24,7 +24,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate YAML/JSON files offline: the records they would publish and every finding.
-    Check(CheckArgs),
+    #[command(after_help = CHECK_EXIT_CODES)]
+    Check(Box<CheckArgs>),
     /// Run the admission webhook and the DNS sync loop over one in-memory index.
     Serve(Box<ServeArgs>),
     /// Write a CA and a serving certificate for the webhook's Service.
@@ -231,10 +232,31 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// `check`'s exit status (ARCHITECTURE.md, "Stable interfaces").
+pub const CHECK_EXIT_CODES: &str = "\
+Exit status:
+  0  no finding at or above --fail-on (default: no denial)
+  1  a finding at or above --fail-on: a denial, or with --fail-on warn also a warning
+  2  bad input: unreadable or invalid file, duplicate key, unknown Gateway API kind,
+     bad flag value, or (with --kubeconfig) the cluster could not be read";
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
+    /// A table of records and the findings grouped by object, for a person.
     Text,
+    /// The stable JSON: records, violations, skipped documents and a summary.
     Json,
+    /// GitHub Actions workflow commands (`::error file=…,line=…::`), one per finding.
+    Github,
+}
+
+/// The lowest action that fails `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Exit 1 when anything is denied.
+    Deny,
+    /// Exit 1 when anything is denied or warned about.
+    Warn,
 }
 
 #[derive(Debug, Args)]
@@ -245,6 +267,13 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
     pub output: OutputFormat,
+    /// Read the cluster's Namespaces, Gateways, ListenerSets and routes (read-only) and check
+    /// the files as if applied over them; only the files' objects are reported.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The lowest action that makes `check` exit 1.
+    #[arg(long, value_enum, default_value = "deny", env = "GATEWAY_DNS_FAIL_ON")]
+    pub fail_on: FailOn,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -32,8 +32,8 @@ fn main() -> ExitCode {
             match runtime.block_on(cmd::serve::run(*args)) {
                 Ok(code) => ExitCode::from(code),
                 Err(err) => {
-                    tracing::error!("{err:#}");
-                    eprintln!("gateway-dns serve: {err:#}");
+                    // Once, on stderr, with each cause once (the log goes to stderr too).
+                    eprintln!("gateway-dns serve: {}", cmd::error_chain(err.as_ref()));
                     ExitCode::from(2)
                 }
             }

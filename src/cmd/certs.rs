@@ -15,7 +15,7 @@ pub fn run(args: &CertsArgs) -> u8 {
             EXIT_OK
         }
         Err(err) => {
-            eprintln!("gateway-dns certs: {err}");
+            eprintln!("gateway-dns certs: {}", super::error_chain(&err));
             EXIT_INPUT
         }
     }

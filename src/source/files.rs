@@ -56,15 +56,15 @@ pub enum Error {
     },
     #[error("{place}: not valid {format}: {message}")]
     Syntax {
-        place: Place,
+        place: Box<Place>,
         format: &'static str,
         message: String,
     },
     #[error("{place}: {message}")]
-    NotAnObject { place: Place, message: String },
+    NotAnObject { place: Box<Place>, message: String },
     #[error("{place}: {object}: {source}")]
     Decode {
-        place: Place,
+        place: Box<Place>,
         object: String,
         #[source]
         source: model::DecodeError,
@@ -90,7 +90,7 @@ pub enum Error {
     },
     #[error("{place}: unknown kind {kind:?} in {api_version} (a typo? gateway-dns reads {known})")]
     UnknownGatewayKind {
-        place: Place,
+        place: Box<Place>,
         api_version: String,
         kind: String,
         known: String,
@@ -249,7 +249,7 @@ pub fn parse_text_into(
             let Some(doc) = stream.next() else { break };
             number += 1;
             let value = doc.map_err(|err| Error::Syntax {
-                place: place(number, None),
+                place: Box::new(place(number, None)),
                 format: "JSON",
                 message: err.to_string(),
             })?;
@@ -287,7 +287,7 @@ pub fn parse_text_into(
         };
         for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let value = Value::deserialize(document).map_err(|err| Error::Syntax {
-                place: place(i + 1, None),
+                place: Box::new(place(i + 1, None)),
                 format: "YAML",
                 message: err.to_string(),
             })?;
@@ -318,7 +318,7 @@ fn decode_document(
         Value::Object(_) => {}
         _ => {
             return Err(Error::NotAnObject {
-                place,
+                place: Box::new(place),
                 message: "expected a Kubernetes object (a mapping with apiVersion and kind)"
                     .to_owned(),
             });
@@ -326,7 +326,7 @@ fn decode_document(
     }
     let Some((_, kind)) = model::type_of(&value) else {
         return Err(Error::NotAnObject {
-            place,
+            place: Box::new(place),
             message: "missing apiVersion or kind".to_owned(),
         });
     };
@@ -335,7 +335,7 @@ fn decode_document(
             .get("items")
             .and_then(Value::as_array)
             .ok_or_else(|| Error::NotAnObject {
-                place: place.clone(),
+                place: Box::new(place.clone()),
                 message: format!("{kind} without an items array"),
             })?;
         for (i, item) in items.iter().enumerate() {
@@ -360,7 +360,7 @@ fn decode_one(
 ) -> Result<(), Error> {
     let Some((api_version, kind)) = model::type_of(value) else {
         return Err(Error::NotAnObject {
-            place,
+            place: Box::new(place),
             message: "missing apiVersion or kind".to_owned(),
         });
     };
@@ -380,7 +380,7 @@ fn decode_one(
                     .collect::<Vec<_>>()
                     .join(", ");
                 return Err(Error::UnknownGatewayKind {
-                    place,
+                    place: Box::new(place),
                     api_version: api_version.to_owned(),
                     kind: kind.to_owned(),
                     known,
@@ -406,7 +406,7 @@ fn decode_one(
                 None => format!("{kind} {name}"),
             };
             return Err(Error::Decode {
-                place,
+                place: Box::new(place),
                 object,
                 source,
             });
