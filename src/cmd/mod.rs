@@ -10,6 +10,10 @@ pub mod serve;
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_DENIED: u8 = 1;
 pub const EXIT_INPUT: u8 = 2;
+/// `serve --once`: the pass failed, or changes remain after it.
+pub const EXIT_ONCE_FAILED: u8 = 1;
+/// `serve --once`: converged but for records blocked by records gateway-dns does not own.
+pub const EXIT_ONCE_BLOCKED: u8 = 3;
 
 /// An error and its causes on one line, each cause once: library errors often repeat their
 /// source in their own message as well as returning it from `source()`, so a cause whose text

@@ -208,11 +208,9 @@ fn files_are_checked_over_the_live_cluster_read_only() {
     );
 
     // A cluster that cannot be read is an input error, said once.
-    let unreachable = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://127.0.0.1:1'}}\n\
-         users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
-    );
-    let kubeconfig = write(dir.path(), "unreachable.kubeconfig", &unreachable);
+    let unreachable = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
+         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n";
+    let kubeconfig = write(dir.path(), "unreachable.kubeconfig", unreachable);
     let down = check(&["--kubeconfig", &kubeconfig, &newcomer]);
     assert_eq!(down.code, 2, "{}", down.stdout);
     assert!(down.stdout.is_empty());

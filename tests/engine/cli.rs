@@ -652,19 +652,36 @@ spec:
     let on = run(&["check", "--output", "json", path]);
     assert_eq!(on.code, 0, "{}", on.stderr);
     assert_eq!(names(&json_of(&on)), ["app.team.example.com"]);
-    let explicit = run(&["check", "--output", "json", "--listener-sets", "true", path]);
-    assert_eq!(json_of(&explicit), json_of(&on));
-    let off = run(&[
-        "check",
-        "--output",
-        "json",
-        "--listener-sets",
-        "false",
-        path,
-    ]);
-    assert_eq!(off.code, 0, "{}", off.stderr);
-    assert!(names(&json_of(&off)).is_empty());
-    assert_eq!(run(&["check", "--listener-sets", "maybe", path]).code, 2);
+    for on_again in [
+        &["--listener-sets"][..],
+        &["--listener-sets=true"],
+        &["--listener-sets=YES"],
+    ] {
+        let explicit = run(&[&["check", "--output", "json"][..], on_again, &[path]].concat());
+        assert_eq!(json_of(&explicit), json_of(&on), "{on_again:?}");
+    }
+    for off_flag in [
+        "--listener-sets=false",
+        "--listener-sets=0",
+        "--listener-sets=no",
+    ] {
+        let off = run(&["check", "--output", "json", off_flag, path]);
+        assert_eq!(off.code, 0, "{}", off.stderr);
+        assert!(names(&json_of(&off)).is_empty(), "{off_flag}");
+    }
+    for env_value in ["false", "0", "no", "FALSE"] {
+        let off = run_with(
+            &["check", "--output", "json", path],
+            None,
+            &[("GATEWAY_DNS_LISTENER_SETS", env_value)],
+        );
+        assert!(names(&json_of(&off)).is_empty(), "{env_value}");
+    }
+    assert_eq!(run(&["check", "--listener-sets=maybe", path]).code, 2);
+    // One style only: the value is joined with `=`, so a separate word is a path.
+    let separate = run(&["check", "--listener-sets", "false", path]);
+    assert_eq!(separate.code, 2);
+    assert!(separate.stderr.contains("false"), "{}", separate.stderr);
 }
 
 // ---------------------------------------------------------------- strict and located
