@@ -11,6 +11,7 @@ mod dns_embedded;
 mod dns_pdns;
 mod install;
 mod kube_faults;
+mod once;
 mod serve;
 mod tls;
 mod webhook;

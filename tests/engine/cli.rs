@@ -927,3 +927,197 @@ fn check_help_documents_the_exit_codes() {
         assert!(out.stdout.contains(part), "{part} in {}", out.stdout);
     }
 }
+
+// ---------------------------------------------------------------- the CLI for external-dns users
+
+fn parse(args: &[&str]) -> Result<gateway_dns::cli::Cli, clap::Error> {
+    use clap::Parser as _;
+    gateway_dns::cli::Cli::try_parse_from(
+        std::iter::once("gateway-dns").chain(args.iter().copied()),
+    )
+}
+
+fn serve_args(args: &[&str]) -> gateway_dns::cli::ServeArgs {
+    match parse(&[&["serve"][..], args].concat()) {
+        Ok(gateway_dns::cli::Cli {
+            command: gateway_dns::cli::Command::Serve(serve),
+        }) => *serve,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+/// (alias, what it stands for): external-dns's names, hidden from --help.
+const ALIASES: [(&str, &str); 7] = [
+    ("--domain-filter", "--zone"),
+    ("--label-filter", "--route-selector"),
+    ("--rfc2136-host", "--rfc2136-server"),
+    ("--rfc2136-port", "--rfc2136-server"),
+    ("--metrics-address", "--metrics-listen"),
+    ("--namespace", "--route-namespace"),
+    ("--log-level", "--log-level"),
+];
+
+#[test]
+fn external_dns_names_are_hidden_aliases() {
+    let serve = serve_args(&[
+        "--domain-filter",
+        "example.com,example.org",
+        "--label-filter",
+        "team=a",
+        "--rfc2136-host",
+        "bind.dns.svc",
+        "--rfc2136-port",
+        "5353",
+        "--metrics-address",
+        ":7979",
+        "--namespace",
+        "apps",
+        "--log-level",
+        "warning",
+        "--log-format",
+        "json",
+    ]);
+    assert_eq!(serve.zones, ["example.com", "example.org"]);
+    assert_eq!(serve.engine.route_selector.as_deref(), Some("team=a"));
+    assert_eq!(serve.rfc2136_host.as_deref(), Some("bind.dns.svc"));
+    assert_eq!(serve.rfc2136_port, Some(5353));
+    assert_eq!(serve.metrics_listen, Some("0.0.0.0:7979".parse().unwrap()));
+    assert_eq!(serve.engine.namespace.as_deref(), Some("apps"));
+    assert_eq!(serve.log_level, "warn");
+    assert_eq!(serve.log_format, gateway_dns::cli::LogFormat::Json);
+    // Both ways of naming the RFC 2136 server at once are refused.
+    assert!(parse(&["serve", "--rfc2136-server", "a:53", "--rfc2136-host", "b"]).is_err());
+
+    let help = run(&["serve", "--help"]).stdout;
+    let migrating =
+        std::fs::read_to_string(crate_dir().join("docs/migrating-from-external-dns.md")).unwrap();
+    for (alias, target) in ALIASES {
+        if alias != target {
+            assert!(
+                !help.contains(&format!("{alias} ")),
+                "{alias} is hidden from --help"
+            );
+            assert!(help.contains(target), "{target} in --help");
+        }
+        assert!(
+            migrating.contains(&format!("`{alias}")),
+            "docs/migrating-from-external-dns.md lists {alias}"
+        );
+    }
+}
+
+#[test]
+fn booleans_are_switches_with_an_optional_value() {
+    let defaults = serve_args(&[]);
+    assert!(defaults.webhook && defaults.sync && defaults.leader_election);
+    assert!(!defaults.dry_run && !defaults.once);
+    let set = serve_args(&[
+        "--dry-run",
+        "--once=true",
+        "--webhook=false",
+        "--leader-election=0",
+    ]);
+    assert!(set.dry_run && set.once && !set.webhook && !set.leader_election);
+    for (value, expected) in [
+        ("true", true),
+        ("yes", true),
+        ("1", true),
+        ("false", false),
+        ("no", false),
+        ("0", false),
+    ] {
+        assert_eq!(
+            serve_args(&[&format!("--sync={value}")]).sync,
+            expected,
+            "{value}"
+        );
+    }
+    assert!(parse(&["serve", "--dry-run=maybe"]).is_err());
+    assert!(
+        parse(&["serve", "--webhook", "false"]).is_err(),
+        "one style: --webhook=false"
+    );
+    let by_env = run_with(
+        &["check", "--output", "json", "examples/cluster"],
+        None,
+        &[("GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION", "yes")],
+    );
+    assert_eq!(by_env.code, 1, "{}", by_env.stderr);
+    let bad_env = run_with(
+        &["check", "examples/cluster"],
+        None,
+        &[("GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION", "maybe")],
+    );
+    assert_eq!(bad_env.code, 2);
+    assert!(
+        bad_env.stderr.contains("true|false|1|0|yes|no"),
+        "{}",
+        bad_env.stderr
+    );
+}
+
+#[test]
+fn certs_flags_are_named_like_serves() {
+    for args in [
+        &[
+            "certs",
+            "--service-name",
+            "web",
+            "--service-namespace",
+            "edge",
+        ][..],
+        // The earlier names keep working.
+        &["certs", "--service", "web", "--namespace", "edge"],
+    ] {
+        match parse(args) {
+            Ok(gateway_dns::cli::Cli {
+                command: gateway_dns::cli::Command::Certs(certs),
+            }) => {
+                assert_eq!(
+                    (
+                        certs.service_name.as_str(),
+                        certs.service_namespace.as_str()
+                    ),
+                    ("web", "edge"),
+                    "{args:?}"
+                );
+            }
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn serve_help_is_grouped_under_headings() {
+    let help = run(&["serve", "--help"]).stdout;
+    let headings = [
+        ("Sources:", "--manifests"),
+        ("Webhook:", "--listen"),
+        ("DNS:", "--provider"),
+        ("Provider (RFC 2136, PowerDNS):", "--rfc2136-server"),
+        ("Leader election:", "--lease-name"),
+        ("Metrics and logs:", "--metrics-listen"),
+        ("Engine (shared with check):", "--conflict-resolution"),
+        ("Exit status:", "--once"),
+    ];
+    let mut last = 0;
+    for (heading, flag) in headings {
+        let at = help
+            .find(&format!("\n{heading}\n"))
+            .unwrap_or_else(|| panic!("{heading} in {help}"));
+        assert!(at > last, "{heading} comes after the one before");
+        let section_end = help[at + 1..]
+            .find("\n\n\n")
+            .map_or(help.len(), |end| at + 1 + end);
+        let next_heading = headings
+            .iter()
+            .filter_map(|(h, _)| help[at + 1..].find(&format!("\n{h}\n")))
+            .min()
+            .map_or(section_end, |offset| at + 1 + offset);
+        assert!(
+            help[at..next_heading].contains(flag),
+            "{flag} under {heading}"
+        );
+        last = at;
+    }
+}
