@@ -182,8 +182,8 @@ pub struct ServeArgs {
     /// File holding the base64 TSIG secret (else the env var GATEWAY_DNS_RFC2136_TSIG_SECRET).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_RFC2136_TSIG_SECRET_FILE", help_heading = PROVIDER)]
     pub rfc2136_tsig_secret_file: Option<PathBuf>,
-    /// PowerDNS API base URL, e.g. http://pdns.dns.svc:8081 (a host name is resolved again for
-    /// every new connection).
+    /// PowerDNS API base URL, e.g. http://pdns.dns.svc:8081 (a host name is resolved again at
+    /// every sync: idle connections close after 5 s).
     #[arg(long, value_name = "URL", env = "GATEWAY_DNS_PDNS_SERVER", help_heading = PROVIDER)]
     pub pdns_server: Option<String>,
     /// File holding the PowerDNS API key (else the env var GATEWAY_DNS_PDNS_API_KEY).
