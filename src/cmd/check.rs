@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
 use crate::cli::{CheckArgs, FailOn, OutputFormat};
 use crate::engine::settle::settle_all;
-use crate::engine::{Action, Config, Outcome, Record, Violation};
+use crate::engine::{Action, Config, Record, Violation};
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind};
 use crate::source::files::{self, Loaded, Place, Skipped};
@@ -28,9 +28,9 @@ pub fn run(args: &CheckArgs) -> u8 {
         Err(err) => return input_error(args.output, &err),
     };
     let live = match &args.kubeconfig {
-        None => Vec::new(),
+        None => None,
         Some(kubeconfig) => match read_live_objects(kubeconfig) {
-            Ok(objects) => objects,
+            Ok(objects) => Some(objects),
             Err(err) => return input_error(args.output, err.as_ref()),
         },
     };
@@ -80,12 +80,6 @@ fn read_live_objects(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<Object>
     })
 }
 
-/// Runs the engine over loaded objects.
-pub fn evaluate(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Outcome {
-    let snapshot = Snapshot::from_objects(cfg, loaded.into_iter().map(|l| l.object));
-    settle_all(&snapshot)
-}
-
 /// A finding and where its object (and field, when written down) is in the files.
 #[derive(Debug, Clone)]
 pub struct Located {
@@ -119,21 +113,22 @@ impl Checked {
     }
 }
 
-/// The files' objects over `live` ones (same-named objects replaced, as `kubectl apply` would),
-/// settled; only the records and findings of the files' objects are kept, so a cluster's own
-/// problems do not fail an app team's pipeline.
+/// The files' objects, settled alone or over `live` ones (same-named objects replaced, as
+/// `kubectl apply` would). Over live objects only the records and findings of the files'
+/// objects are kept, so a cluster's own problems do not fail an app team's pipeline.
 pub fn check(
     cfg: Arc<Config>,
     files: Vec<Loaded>,
     skipped: Vec<Skipped>,
-    live: Vec<Object>,
+    live: Option<Vec<Object>>,
 ) -> Checked {
     let from_files: HashMap<String, &Loaded> = files
         .iter()
         .map(|loaded| (loaded.object.key().to_string(), loaded))
         .collect();
-    let overlay = !live.is_empty();
-    let mut world: HashMap<ObjectKey, Object> = live.into_iter().map(|o| (o.key(), o)).collect();
+    let overlay = live.is_some();
+    let mut world: HashMap<ObjectKey, Object> =
+        live.into_iter().flatten().map(|o| (o.key(), o)).collect();
     for loaded in &files {
         world.insert(loaded.object.key(), loaded.object.clone());
     }
