@@ -285,12 +285,21 @@ pub fn parse_text_into(
             // The decoder below says what is wrong.
             Scan::Unreadable => Vec::new(),
         };
+        let mut values = Vec::new();
         for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(document).map_err(|err| Error::Syntax {
+            values.push(Value::deserialize(document).map_err(|err| Error::Syntax {
                 place: Box::new(place(i + 1, None)),
                 format: "YAML",
                 message: err.to_string(),
-            })?;
+            })?);
+        }
+        // Lines are only trusted when both parsers saw the same documents.
+        let located = if located.len() == values.len() {
+            located
+        } else {
+            Vec::new()
+        };
+        for (i, value) in values.into_iter().enumerate() {
             let lines = located.get(i).cloned().unwrap_or_default();
             documents_with_content += usize::from(!value.is_null());
             decode_document(place(i + 1, lines.root()), value, &lines, report)?;
