@@ -1711,6 +1711,48 @@ fn docs_name_only_flags_and_exit_codes_the_binary_has() {
 }
 
 #[test]
+fn deployment_resources_are_the_ones_the_sizing_table_states() {
+    let install = base();
+    let resources = pod_spec(&install).containers[0]
+        .resources
+        .as_ref()
+        .expect("the container states its resources");
+    let quantity = |map: &Option<
+        BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+                    key: &str| {
+        map.as_ref()
+            .and_then(|m| m.get(key))
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| panic!("{key} is set"))
+    };
+    let install_md = std::fs::read_to_string(repo().join("docs/install.md")).unwrap();
+    let sizing = &install_md[install_md.find("## Sizing").expect("a Sizing section")..];
+    let sizing = &sizing[..sizing[3..]
+        .find("\n## ")
+        .map_or(sizing.len(), |end| end + 3)];
+    for value in [
+        quantity(&resources.requests, "cpu"),
+        quantity(&resources.requests, "memory"),
+        quantity(&resources.limits, "memory"),
+    ] {
+        assert!(
+            sizing.contains(&format!("`{value}`")),
+            "docs/install.md#sizing states {value}"
+        );
+    }
+    // One table: the manifest cites it instead of repeating figures that could disagree.
+    let deployment =
+        std::fs::read_to_string(repo().join("manifests/base/deployment.yaml")).unwrap();
+    assert!(deployment.contains("docs/install.md#sizing"));
+    assert!(
+        !deployment.contains(" MiB"),
+        "no figures in deployment.yaml"
+    );
+    assert_eq!(sizing.matches("| routes |").count(), 1, "one sizing table");
+}
+
+#[test]
 fn metrics_reference_names_every_series() {
     let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
     let rendered = gateway_dns::metrics::Metrics::new().render();
