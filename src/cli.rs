@@ -2,6 +2,7 @@
 //! [`crate::cmd`]). Every flag can also come from `GATEWAY_DNS_<FLAG>`.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
@@ -240,6 +241,57 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// The command line with the older boolean form joined into the one clap reads: `--flag true`
+/// and `--flag false` (a separate word, which earlier versions and scripts use, e.g.
+/// `--listener-sets false`) become `--flag=true` and `--flag=false`. Only those two words are
+/// joined, so `check --allow-inherited-wildcards routes.yaml` still reads a path; nothing after
+/// a bare `--` is touched.
+pub fn join_boolean_values(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    let mut switches = std::collections::BTreeSet::new();
+    for subcommand in command.get_subcommands() {
+        for argument in subcommand.get_arguments() {
+            let optional_value = argument
+                .get_num_args()
+                .is_some_and(|range| range.min_values() == 0 && range.takes_values());
+            if !optional_value {
+                continue;
+            }
+            let names = argument
+                .get_long()
+                .into_iter()
+                .chain(argument.get_all_aliases().unwrap_or_default());
+            switches.extend(names.map(|name| format!("--{name}")));
+        }
+    }
+    let mut joined: Vec<OsString> = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            joined.push(arg);
+            joined.extend(args);
+            break;
+        }
+        let is_switch = arg.to_str().is_some_and(|text| switches.contains(text));
+        let value = args
+            .peek()
+            .and_then(|next| next.to_str())
+            .filter(|next| matches!(*next, "true" | "false"))
+            .map(str::to_owned);
+        match value {
+            Some(value) if is_switch => {
+                args.next();
+                let mut with_value = arg;
+                with_value.push(format!("={value}"));
+                joined.push(with_value);
+            }
+            _ => joined.push(arg),
+        }
+    }
+    joined
 }
 
 /// A boolean flag's or environment variable's value: true|false|1|0|yes|no (any case).

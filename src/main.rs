@@ -13,7 +13,7 @@ use gateway_dns::cmd;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(std::env::args_os()));
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
         Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),

@@ -30,8 +30,8 @@ pub fn flags_markdown() -> String {
         out,
         "`{}`: {}\n\nEvery flag can also be set through the environment variable shown beside it \
          (the command line wins). A `[=BOOL]` flag is a switch: `--flag` turns it on and \
-         `--flag=false` off; its environment variable takes `true`, `false`, `1`, `0`, `yes` or \
-         `no`. Durations are written like `500ms`, `2s`, `1m30s`.\n",
+         `--flag=false` off (`--flag false`, a separate word, is still read for older scripts); \
+         its environment variable takes `true`, `false`, `1`, `0`, `yes` or `no`. Durations are written like `500ms`, `2s`, `1m30s`.\n",
         name,
         cli.get_about()
             .map(|about| about.to_string())

@@ -678,10 +678,25 @@ spec:
         assert!(names(&json_of(&off)).is_empty(), "{env_value}");
     }
     assert_eq!(run(&["check", "--listener-sets=maybe", path]).code, 2);
-    // One style only: the value is joined with `=`, so a separate word is a path.
-    let separate = run(&["check", "--listener-sets", "false", path]);
-    assert_eq!(separate.code, 2);
-    assert!(separate.stderr.contains("false"), "{}", separate.stderr);
+    // The older form, `true` or `false` as a separate word, is still read.
+    let separate = run(&[
+        "check",
+        "--output",
+        "json",
+        "--listener-sets",
+        "false",
+        path,
+    ]);
+    assert_eq!(separate.code, 0, "{}", separate.stderr);
+    assert!(names(&json_of(&separate)).is_empty());
+    // Any other word after a switch is a path, not a value.
+    let maybe = run(&["check", "--listener-sets", "maybe", path]);
+    assert_eq!(maybe.code, 2);
+    assert!(
+        maybe.stderr.contains("maybe: No such file"),
+        "{}",
+        maybe.stderr
+    );
 }
 
 // ---------------------------------------------------------------- strict and located
@@ -930,11 +945,13 @@ fn check_help_documents_the_exit_codes() {
 
 // ---------------------------------------------------------------- the CLI for external-dns users
 
+/// Parses as the binary does (the older `--flag false` form joined first).
 fn parse(args: &[&str]) -> Result<gateway_dns::cli::Cli, clap::Error> {
     use clap::Parser as _;
-    gateway_dns::cli::Cli::try_parse_from(
-        std::iter::once("gateway-dns").chain(args.iter().copied()),
-    )
+    let argv = std::iter::once("gateway-dns")
+        .chain(args.iter().copied())
+        .map(std::ffi::OsString::from);
+    gateway_dns::cli::Cli::try_parse_from(gateway_dns::cli::join_boolean_values(argv))
 }
 
 fn serve_args(args: &[&str]) -> gateway_dns::cli::ServeArgs {
@@ -1033,10 +1050,12 @@ fn booleans_are_switches_with_an_optional_value() {
         );
     }
     assert!(parse(&["serve", "--dry-run=maybe"]).is_err());
-    assert!(
-        parse(&["serve", "--webhook", "false"]).is_err(),
-        "one style: --webhook=false"
-    );
+    // The older separate word is read for `true` and `false`, the words it always took.
+    let legacy = serve_args(&["--webhook", "false", "--sync", "true", "--dry-run"]);
+    assert!(!legacy.webhook && legacy.sync && legacy.dry_run);
+    assert!(parse(&["serve", "--webhook", "no"]).is_err());
+    // Nothing after `--` is rewritten.
+    assert!(parse(&["check", "--", "--listener-sets", "false"]).is_ok());
     let by_env = run_with(
         &["check", "--output", "json", "examples/cluster"],
         None,
