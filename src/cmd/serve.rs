@@ -412,9 +412,18 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                 (Some(server), _) => server
                     .parse()
                     .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
-                // external-dns's pair of flags.
+                // external-dns's pair of flags, checked as one address.
                 (None, Some(host)) => {
-                    rfc2136::ServerAddress::new(host.trim(), args.rfc2136_port.unwrap_or(53))
+                    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+                    let port = args.rfc2136_port.unwrap_or(53);
+                    let joined = if host.contains(':') {
+                        format!("[{host}]:{port}")
+                    } else {
+                        format!("{host}:{port}")
+                    };
+                    joined
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
                 }
                 (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
             };
