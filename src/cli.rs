@@ -2,6 +2,7 @@
 //! (what they do is in [`crate::cmd`]). Every flag can also come from `GATEWAY_DNS_<FLAG>`.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
@@ -38,10 +39,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate YAML/JSON files offline: the records they would publish and every finding.
-    Check(CheckArgs),
+    #[command(after_help = CHECK_EXIT_CODES)]
+    Check(Box<CheckArgs>),
     /// Run the admission webhook and the DNS sync loop over one in-memory index.
+    #[command(after_help = SERVE_EXIT_CODES)]
     Serve(Box<ServeArgs>),
     /// Write a CA and a serving certificate for the webhook's Service.
+    #[command(after_help = CERTS_EXIT_CODES)]
     Certs(CertsArgs),
     /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
     Completions(CompletionsArgs),
@@ -65,171 +69,305 @@ pub struct ManArgs {
 
 #[derive(Debug, Args)]
 pub struct CertsArgs {
-    /// The webhook's Service name.
-    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE")]
-    pub service: String,
+    /// The webhook's Service name (the certificate is made for its DNS names).
+    #[arg(
+        long,
+        alias = "service",
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_SERVICE_NAME"
+    )]
+    pub service_name: String,
     /// The webhook's Service namespace.
     #[arg(
         long,
-        default_value = "gateway-dns",
-        env = "GATEWAY_DNS_NAMESPACE_OF_SERVICE"
-    )]
-    pub namespace: String,
-    /// Directory for ca.crt, tls.crt and tls.key.
-    #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
-    pub out: PathBuf,
-    /// Replace existing files.
-    #[arg(long, env = "GATEWAY_DNS_FORCE")]
-    pub force: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Files source: a directory of manifests, re-read on change (the embedded default).
-    #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS")]
-    pub manifests: Option<PathBuf>,
-    /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
-    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Webhook listen address (HTTPS).
-    #[arg(long, default_value = "0.0.0.0:8443", env = "GATEWAY_DNS_LISTEN")]
-    pub listen: std::net::SocketAddr,
-    /// Serving certificate (PEM); reloaded when it changes. Without it a pair is made in memory.
-    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    /// Serving key (PEM), with --tls-cert.
-    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
-    /// Where the in-memory CA certificate is written for local clients.
-    #[arg(long, default_value = "certs/ca.crt", env = "GATEWAY_DNS_LOCAL_CA_OUT")]
-    pub local_ca_out: PathBuf,
-    /// Service name the in-memory certificate is made for.
-    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE_NAME")]
-    pub service_name: String,
-    /// Service namespace the in-memory certificate is made for.
-    #[arg(
-        long,
+        alias = "namespace",
         default_value = "gateway-dns",
         env = "GATEWAY_DNS_SERVICE_NAMESPACE"
     )]
     pub service_namespace: String,
-    /// Plain-HTTP listener for /metrics and /healthz.
-    #[arg(
-        long,
-        default_value = "0.0.0.0:9090",
-        env = "GATEWAY_DNS_METRICS_LISTEN"
-    )]
-    pub metrics_listen: Option<std::net::SocketAddr>,
-    /// Every admission request is answered within this time (else allowed with a warning).
-    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE")]
-    pub admission_deadline: std::time::Duration,
-    /// Run the webhook (false: the sync loop alone).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
-    pub webhook: bool,
+    /// Directory for ca.crt, tls.crt and tls.key.
+    #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
+    pub out: PathBuf,
+    /// Replace existing files.
+    #[arg(long, env = "GATEWAY_DNS_FORCE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL")]
+    pub force: bool,
+}
+
+/// `serve --help` headings, in the order a request and a record travel.
+const SOURCES: &str = "Sources";
+const WEBHOOK: &str = "Webhook";
+const DNS: &str = "DNS";
+const PROVIDER: &str = "Provider (RFC 2136, PowerDNS)";
+const LEADER_ELECTION: &str = "Leader election";
+const OBSERVABILITY: &str = "Metrics and logs";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Files source: a directory of manifests, re-read on change (the embedded default).
+    #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS", help_heading = SOURCES)]
+    pub manifests: Option<PathBuf>,
+    /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG", help_heading = SOURCES)]
+    pub kubeconfig: Option<PathBuf>,
     /// Cluster source: how often discovery looks for CRDs that appeared or went away.
-    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_DISCOVERY_INTERVAL")]
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_DISCOVERY_INTERVAL", help_heading = SOURCES)]
     pub discovery_interval: std::time::Duration,
 
-    /// Run the DNS sync loop (false: the webhook alone).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_SYNC")]
+    /// Run the webhook (--webhook=false: the sync loop alone).
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK", help_heading = WEBHOOK)]
+    pub webhook: bool,
+    /// Webhook listen address (HTTPS).
+    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_listen_address, env = "GATEWAY_DNS_LISTEN", help_heading = WEBHOOK)]
+    pub listen: std::net::SocketAddr,
+    /// Serving certificate (PEM); reloaded when it changes. Without it a pair is made in memory.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_CERT", help_heading = WEBHOOK)]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving key (PEM), with --tls-cert.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TLS_KEY", help_heading = WEBHOOK)]
+    pub tls_key: Option<PathBuf>,
+    /// Where the in-memory CA certificate is written for local clients.
+    #[arg(long, default_value = "certs/ca.crt", env = "GATEWAY_DNS_LOCAL_CA_OUT", help_heading = WEBHOOK)]
+    pub local_ca_out: PathBuf,
+    /// Service name the in-memory certificate is made for.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE_NAME", help_heading = WEBHOOK)]
+    pub service_name: String,
+    /// Service namespace the in-memory certificate is made for.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_SERVICE_NAMESPACE", help_heading = WEBHOOK)]
+    pub service_namespace: String,
+    /// Every admission request is answered within this time (else allowed with a warning).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE", help_heading = WEBHOOK)]
+    pub admission_deadline: std::time::Duration,
+
+    /// Run the DNS sync loop (--sync=false: the webhook alone).
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_SYNC", help_heading = DNS)]
     pub sync: bool,
     /// Where records are written.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "embedded",
-        env = "GATEWAY_DNS_PROVIDER"
-    )]
+    #[arg(long, value_enum, default_value = "embedded", env = "GATEWAY_DNS_PROVIDER", help_heading = DNS)]
     pub provider: ProviderKind,
     /// A zone gateway-dns manages (repeatable or comma-separated). The embedded server infers
     /// zones from the manifests when none is given.
     #[arg(
         long = "zone",
+        // external-dns's name for the same list.
+        alias = "domain-filter",
         value_name = "ZONE",
         value_delimiter = ',',
-        env = "GATEWAY_DNS_ZONE"
+        env = "GATEWAY_DNS_ZONE",
+        help_heading = DNS
     )]
     pub zones: Vec<String>,
     /// Embedded DNS server listen address (UDP and TCP).
-    #[arg(long, default_value = "127.0.0.1:5353", env = "GATEWAY_DNS_DNS_LISTEN")]
+    #[arg(long, default_value = "127.0.0.1:5353", value_parser = parse_listen_address, env = "GATEWAY_DNS_DNS_LISTEN", help_heading = DNS)]
     pub dns_listen: std::net::SocketAddr,
     /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
-    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID")]
+    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID", help_heading = DNS)]
     pub txt_owner_id: String,
     /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
-    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT")]
+    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT", help_heading = DNS)]
     pub txt_wildcard_replacement: Option<String>,
     /// sync: create, update, delete; upsert-only: never delete; create-only: only create.
-    #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY")]
+    #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY", help_heading = DNS)]
     pub policy: String,
     /// Periodic resync that repairs drift.
-    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_INTERVAL")]
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_INTERVAL", help_heading = DNS)]
     pub interval: std::time::Duration,
-    /// Log the plan; write nothing.
-    #[arg(long, env = "GATEWAY_DNS_DRY_RUN")]
+    /// Compute and print the plan; write nothing.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
     pub dry_run: bool,
-    /// One sync pass, then exit: 0 when converged, 1 otherwise.
-    #[arg(long, env = "GATEWAY_DNS_ONCE")]
+    /// One sync pass, then exit (exit status below).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ONCE", help_heading = DNS)]
     pub once: bool,
-    /// RFC 2136 server, HOST:PORT.
-    #[arg(long, value_name = "ADDR", env = "GATEWAY_DNS_RFC2136_SERVER")]
-    pub rfc2136_server: Option<std::net::SocketAddr>,
+
+    /// RFC 2136 server, HOST:PORT; a host name is resolved again at every sync.
+    #[arg(long, value_name = "HOST:PORT", env = "GATEWAY_DNS_RFC2136_SERVER", help_heading = PROVIDER)]
+    pub rfc2136_server: Option<String>,
+    /// external-dns's --rfc2136-host: the server's host, with --rfc2136-port.
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with = "rfc2136_server",
+        env = "GATEWAY_DNS_RFC2136_HOST"
+    )]
+    pub rfc2136_host: Option<String>,
+    /// external-dns's --rfc2136-port (default 53), with --rfc2136-host.
+    #[arg(
+        long,
+        hide = true,
+        requires = "rfc2136_host",
+        env = "GATEWAY_DNS_RFC2136_PORT"
+    )]
+    pub rfc2136_port: Option<u16>,
     /// RFC 2136 zone (repeatable; same as --zone).
     #[arg(
         long = "rfc2136-zone",
         value_name = "ZONE",
         value_delimiter = ',',
-        env = "GATEWAY_DNS_RFC2136_ZONE"
+        env = "GATEWAY_DNS_RFC2136_ZONE",
+        help_heading = PROVIDER
     )]
     pub rfc2136_zones: Vec<String>,
     /// TSIG key name (no TSIG when unset).
-    #[arg(long, env = "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME")]
+    #[arg(long, env = "GATEWAY_DNS_RFC2136_TSIG_KEY_NAME", help_heading = PROVIDER)]
     pub rfc2136_tsig_key_name: Option<String>,
     /// TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
-    #[arg(
-        long,
-        default_value = "hmac-sha256",
-        env = "GATEWAY_DNS_RFC2136_TSIG_ALGORITHM"
-    )]
+    #[arg(long, default_value = "hmac-sha256", env = "GATEWAY_DNS_RFC2136_TSIG_ALGORITHM", help_heading = PROVIDER)]
     pub rfc2136_tsig_algorithm: String,
     /// File holding the base64 TSIG secret (else the env var GATEWAY_DNS_RFC2136_TSIG_SECRET).
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "GATEWAY_DNS_RFC2136_TSIG_SECRET_FILE"
-    )]
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_RFC2136_TSIG_SECRET_FILE", help_heading = PROVIDER)]
     pub rfc2136_tsig_secret_file: Option<PathBuf>,
-    /// PowerDNS API base URL, e.g. http://pdns:8081.
-    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_PDNS_SERVER")]
+    /// PowerDNS API base URL, e.g. http://pdns.dns.svc:8081 (a host name is resolved again at
+    /// every sync: idle connections close after 5 s).
+    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_PDNS_SERVER", help_heading = PROVIDER)]
     pub pdns_server: Option<String>,
     /// File holding the PowerDNS API key (else the env var GATEWAY_DNS_PDNS_API_KEY).
-    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_PDNS_API_KEY_FILE")]
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_PDNS_API_KEY_FILE", help_heading = PROVIDER)]
     pub pdns_api_key_file: Option<PathBuf>,
     /// external-dns webhook provider URL (plain HTTP, e.g. a sidecar at http://127.0.0.1:8888).
-    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_WEBHOOK_PROVIDER_URL")]
+    #[arg(long, value_name = "URL", env = "GATEWAY_DNS_WEBHOOK_PROVIDER_URL", help_heading = PROVIDER)]
     pub webhook_provider_url: Option<String>,
     /// --provider dnsendpoint: the namespace the DNSEndpoint objects are written to.
-    #[arg(
-        long,
-        default_value = "gateway-dns",
-        env = "GATEWAY_DNS_DNSENDPOINT_NAMESPACE"
-    )]
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_DNSENDPOINT_NAMESPACE", help_heading = PROVIDER)]
     pub dnsendpoint_namespace: String,
+
     /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
-    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION")]
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION", help_heading = LEADER_ELECTION)]
     pub leader_election: bool,
     /// Namespace of the Lease.
-    #[arg(
-        long,
-        default_value = "gateway-dns",
-        env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE"
-    )]
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE", help_heading = LEADER_ELECTION)]
     pub leader_election_namespace: String,
     /// Name of the Lease.
-    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME")]
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME", help_heading = LEADER_ELECTION)]
     pub lease_name: String,
-    #[command(flatten)]
+
+    /// Plain-HTTP listener for /metrics and /healthz (`:PORT` listens on every address).
+    #[arg(
+        long,
+        // external-dns's name (it takes `:7979` too).
+        alias = "metrics-address",
+        default_value = "0.0.0.0:9090",
+        value_parser = parse_listen_address,
+        env = "GATEWAY_DNS_METRICS_LISTEN",
+        help_heading = OBSERVABILITY
+    )]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log level: error, warn, info, debug or trace (GATEWAY_DNS_LOG, a tracing filter such as
+    /// `info,gateway_dns::sync=debug`, takes precedence).
+    #[arg(long, default_value = "info", value_parser = parse_log_level, env = "GATEWAY_DNS_LOG_LEVEL", help_heading = OBSERVABILITY)]
+    pub log_level: String,
+    /// Log format: text, json, or auto (text on a terminal, JSON otherwise).
+    #[arg(long, value_enum, default_value = "auto", env = "GATEWAY_DNS_LOG_FORMAT", help_heading = OBSERVABILITY)]
+    pub log_format: LogFormat,
+
+    #[command(flatten, next_help_heading = "Engine (shared with check)")]
     pub engine: EngineArgs,
+}
+
+/// `serve`'s exit status (ARCHITECTURE.md, "Stable interfaces").
+pub const SERVE_EXIT_CODES: &str = "\
+Exit status:
+  0  stopped by SIGTERM or Ctrl-C; with --once: converged, or with --once --dry-run: the plan
+     was computed and printed
+  1  with --once: the sync pass failed (listing or writing DNS) or changes remain after it
+  2  bad configuration, or a part could not start
+  3  with --once: converged except records blocked by records gateway-dns does not own";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Text on a terminal, JSON otherwise (in a cluster).
+    Auto,
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The command line with the older boolean form joined into the one clap reads: `--flag true`
+/// and `--flag false` (a separate word, which earlier versions and scripts use, e.g.
+/// `--listener-sets false`) become `--flag=true` and `--flag=false`. Only those two words are
+/// joined, so `check --allow-inherited-wildcards routes.yaml` still reads a path; nothing after
+/// a bare `--` is touched.
+pub fn join_boolean_values(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    let mut switches = std::collections::BTreeSet::new();
+    for subcommand in command.get_subcommands() {
+        for argument in subcommand.get_arguments() {
+            let optional_value = argument
+                .get_num_args()
+                .is_some_and(|range| range.min_values() == 0 && range.takes_values());
+            if !optional_value {
+                continue;
+            }
+            let names = argument
+                .get_long()
+                .into_iter()
+                .chain(argument.get_all_aliases().unwrap_or_default());
+            switches.extend(names.map(|name| format!("--{name}")));
+        }
+    }
+    let mut joined: Vec<OsString> = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            joined.push(arg);
+            joined.extend(args);
+            break;
+        }
+        let is_switch = arg.to_str().is_some_and(|text| switches.contains(text));
+        let value = args
+            .peek()
+            .and_then(|next| next.to_str())
+            .filter(|next| matches!(*next, "true" | "false"))
+            .map(str::to_owned);
+        match value {
+            Some(value) if is_switch => {
+                args.next();
+                let mut with_value = arg;
+                with_value.push(format!("={value}"));
+                joined.push(with_value);
+            }
+            _ => joined.push(arg),
+        }
+    }
+    joined
+}
+
+/// A boolean flag's or environment variable's value: true|false|1|0|yes|no (any case).
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{text:?} is not a boolean (true|false|1|0|yes|no)")),
+    }
+}
+
+/// A listen address `HOST:PORT`, or `:PORT` for every address (external-dns's form).
+pub fn parse_listen_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    let text = text.trim();
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    full.parse()
+        .map_err(|_| format!("{text:?} is not a listen address (IP:PORT or :PORT)"))
+}
+
+/// external-dns's levels are accepted too: `warning`, `fatal` and `panic` mean warn, error,
+/// error.
+pub fn parse_log_level(text: &str) -> Result<String, String> {
+    let level = match text.trim().to_ascii_lowercase().as_str() {
+        "trace" => "trace",
+        "debug" => "debug",
+        "info" => "info",
+        "warn" | "warning" => "warn",
+        "error" | "fatal" | "panic" => "error",
+        _ => {
+            return Err(format!(
+                "{text:?} is not a log level (error, warn, info, debug, trace)"
+            ));
+        }
+    };
+    Ok(level.to_owned())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -278,10 +416,37 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// `check`'s exit status (ARCHITECTURE.md, "Stable interfaces").
+pub const CHECK_EXIT_CODES: &str = "\
+Exit status:
+  0  no finding at or above --fail-on (default: no denial)
+  1  a finding at or above --fail-on: a denial, or with --fail-on warn also a warning
+  2  bad input: unreadable or invalid file, duplicate key, unknown Gateway API kind,
+     bad flag value, or (with --kubeconfig) the cluster could not be read";
+
+/// `certs`'s exit status.
+pub const CERTS_EXIT_CODES: &str = "\
+Exit status:
+  0  the files were written
+  2  they could not be (they exist without --force, or the directory is not writable)";
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
+    /// A table of records and the findings grouped by object, for a person.
     Text,
+    /// The stable JSON: records, violations, skipped documents and a summary.
     Json,
+    /// GitHub Actions workflow commands (`::error file=…,line=…::`), one per finding.
+    Github,
+}
+
+/// The lowest action that fails `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Exit 1 when anything is denied.
+    Deny,
+    /// Exit 1 when anything is denied or warned about.
+    Warn,
 }
 
 #[derive(Debug, Args)]
@@ -292,6 +457,13 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
     pub output: OutputFormat,
+    /// Read the cluster's Namespaces, Gateways, ListenerSets and routes (read-only) and check
+    /// the files as if applied over them; only the files' objects are reported.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The lowest action that makes `check` exit 1.
+    #[arg(long, value_enum, default_value = "deny", env = "GATEWAY_DNS_FAIL_ON")]
+    pub fail_on: FailOn,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -312,22 +484,33 @@ pub struct EngineArgs {
     #[arg(long, env = "GATEWAY_DNS_GATEWAY_SELECTOR")]
     pub gateway_selector: Option<String>,
     /// Only routes in this namespace.
-    #[arg(long, env = "GATEWAY_DNS_NAMESPACE")]
+    #[arg(
+        long = "route-namespace",
+        // The earlier name, and external-dns's for the same filter.
+        alias = "namespace",
+        value_name = "NAMESPACE",
+        env = "GATEWAY_DNS_ROUTE_NAMESPACE"
+    )]
     pub namespace: Option<String>,
     /// Only routes whose labels match this selector.
-    #[arg(long, env = "GATEWAY_DNS_ROUTE_SELECTOR")]
+    #[arg(
+        long,
+        // external-dns's name for the same selector.
+        alias = "label-filter",
+        env = "GATEWAY_DNS_ROUTE_SELECTOR"
+    )]
     pub route_selector: Option<String>,
     /// Only routes whose annotations match this selector.
     #[arg(long, env = "GATEWAY_DNS_ANNOTATION_FILTER")]
     pub annotation_filter: Option<String>,
-    /// Read ListenerSets (true|false).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LISTENER_SETS")]
+    /// Read ListenerSets (--listener-sets=false: ignore them).
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LISTENER_SETS")]
     pub listener_sets: bool,
     /// Publish the wildcard hostname a hostless route inherits from its listener.
-    #[arg(long, env = "GATEWAY_DNS_ALLOW_INHERITED_WILDCARDS")]
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ALLOW_INHERITED_WILDCARDS")]
     pub allow_inherited_wildcards: bool,
     /// Ignore the external-dns hostname annotation on routes.
-    #[arg(long, env = "GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION")]
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION")]
     pub ignore_hostname_annotation: bool,
     /// Who keeps a name claimed through Gateways with different addresses.
     #[arg(long, default_value = "oldest-wins", value_parser = ["oldest-wins", "exclude"], env = "GATEWAY_DNS_CONFLICT_RESOLUTION")]

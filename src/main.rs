@@ -2,7 +2,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gateway_dns::cli::{Cli, Command};
+use gateway_dns::cli::{Cli, Command, LogFormat};
 use gateway_dns::cmd;
 
 /// Every admission review decodes its object into a few dozen short-lived allocations on a
@@ -13,14 +13,14 @@ use gateway_dns::cmd;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(std::env::args_os()));
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
         Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
         Command::Completions(args) => ExitCode::from(cmd::completions::run(&args)),
         Command::Man(args) => ExitCode::from(cmd::man::run(&args)),
         Command::Serve(args) => {
-            init_tracing();
+            init_tracing(&args.log_level, args.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -34,8 +34,8 @@ fn main() -> ExitCode {
             match runtime.block_on(cmd::serve::run(*args)) {
                 Ok(code) => ExitCode::from(code),
                 Err(err) => {
-                    tracing::error!("{err:#}");
-                    eprintln!("gateway-dns serve: {err:#}");
+                    // Once, on stderr, with each cause once (the log goes to stderr too).
+                    eprintln!("gateway-dns serve: {}", cmd::error_chain(err.as_ref()));
                     ExitCode::from(2)
                 }
             }
@@ -43,16 +43,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs: pretty on a terminal, JSON otherwise (in a cluster). Filter with GATEWAY_DNS_LOG.
-fn init_tracing() {
+/// Logs on stderr at `--log-level`, or as the filter in GATEWAY_DNS_LOG says when it is set
+/// (e.g. `info,gateway_dns::sync=debug`); text on a terminal and JSON otherwise, unless
+/// `--log-format` says.
+fn init_tracing(level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GATEWAY_DNS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if std::io::stderr().is_terminal() {
-        builder.init();
-    } else {
+    let json = match format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    };
+    if json {
         builder.json().init();
+    } else {
+        builder.init();
     }
 }

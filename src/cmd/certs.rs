@@ -7,7 +7,12 @@ use crate::webhook::certs;
 
 /// Runs `certs`; returns the process exit code.
 pub fn run(args: &CertsArgs) -> u8 {
-    match certs::run(&args.service, &args.namespace, &args.out, args.force) {
+    match certs::run(
+        &args.service_name,
+        &args.service_namespace,
+        &args.out,
+        args.force,
+    ) {
         Ok(written) => {
             for path in written {
                 println!("wrote {}", path.display());
@@ -15,7 +20,7 @@ pub fn run(args: &CertsArgs) -> u8 {
             EXIT_OK
         }
         Err(err) => {
-            eprintln!("gateway-dns certs: {err}");
+            eprintln!("gateway-dns certs: {}", super::error_chain(&err));
             EXIT_INPUT
         }
     }

@@ -1,56 +1,179 @@
-//! `gateway-dns check`: the engine over YAML files, for pipelines and terminals.
+//! `gateway-dns check`: the engine over YAML files, for pipelines and terminals; with
+//! `--kubeconfig`, the files over the cluster's live objects as if applied.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
-use crate::cli::{CheckArgs, OutputFormat};
+use crate::cli::{CheckArgs, FailOn, OutputFormat};
 use crate::engine::settle::settle_all;
-use crate::engine::{Action, Config, Outcome, Record, Violation};
+use crate::engine::{Action, Config, Record, Violation};
 use crate::index::Snapshot;
-use crate::source::files::{self, Loaded};
+use crate::model::{Object, ObjectKey, ObjectKind};
+use crate::source::files::{self, Loaded, Place, Skipped};
+use crate::source::kube;
 
 /// Runs `check`; returns the process exit code.
 pub fn run(args: &CheckArgs) -> u8 {
     let cfg = match args.engine.to_config() {
         Ok(cfg) => cfg,
-        Err(err) => {
-            eprintln!("gateway-dns check: {err}");
-            return EXIT_INPUT;
-        }
+        Err(err) => return input_error(args.output, &err),
     };
-    let loaded = match files::load_paths(&args.paths) {
-        Ok(loaded) => loaded,
-        Err(err) => {
-            eprintln!("gateway-dns check: {err}");
-            return EXIT_INPUT;
-        }
+    let report = match files::load_paths_with_skipped(&args.paths) {
+        Ok(report) => report,
+        Err(err) => return input_error(args.output, &err),
     };
-    let outcome = evaluate(Arc::new(cfg), loaded);
-    match args.output {
-        OutputFormat::Json => println!("{}", to_json(&outcome)),
+    let live = match &args.kubeconfig {
+        None => None,
+        Some(kubeconfig) => match read_live_objects(kubeconfig) {
+            Ok(objects) => Some(objects),
+            Err(err) => return input_error(args.output, err.as_ref()),
+        },
+    };
+    let checked = check(Arc::new(cfg), report.objects, report.skipped, live);
+    let text = match args.output {
+        OutputFormat::Json => to_json(&checked) + "\n",
+        OutputFormat::Github => to_github(&checked),
         OutputFormat::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            print!("{}", to_text(&outcome, colour));
+            to_text(&checked, colour)
         }
-    }
-    if outcome.denies() {
+    };
+    // A reader that went away (`| head`) is not an error worth a panic; the exit code stands.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if checked.fails(args.fail_on) {
         EXIT_DENIED
     } else {
         EXIT_OK
     }
 }
 
-/// Runs the engine over loaded objects.
-pub fn evaluate(cfg: Arc<Config>, loaded: Vec<Loaded>) -> Outcome {
-    let snapshot = Snapshot::from_objects(cfg, loaded.into_iter().map(|l| l.object));
-    settle_all(&snapshot)
+/// An input error: its message (with every cause, once) on stderr, and in GitHub's format on
+/// stdout when that is the output, so the run's annotations say why it stopped.
+fn input_error(output: OutputFormat, err: &(dyn std::error::Error + 'static)) -> u8 {
+    let message = super::error_chain(err);
+    eprintln!("gateway-dns check: {message}");
+    if let OutputFormat::Github = output {
+        println!(
+            "::error title=gateway-dns check::{}",
+            github_escape_data(&message)
+        );
+    }
+    EXIT_INPUT
+}
+
+/// The cluster's Namespaces, Gateways, ListenerSets and routes, read once with `list`.
+fn read_live_objects(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<Object>> {
+    use anyhow::Context as _;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = kube::client(Some(kubeconfig)).await?;
+        let objects = kube::list_once(&client).await?;
+        Ok(objects)
+    })
+}
+
+/// A finding and where its object (and field, when written down) is in the files.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub violation: Violation,
+    pub place: Option<Place>,
+    pub field_line: Option<usize>,
+}
+
+/// What `check` found: the records and findings of the files' objects, located.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub records: Vec<Record>,
+    pub findings: Vec<Located>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Checked {
+    fn count(&self, action: Action) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.violation.action == action)
+            .count()
+    }
+
+    /// Whether a finding reaches the `--fail-on` threshold.
+    pub fn fails(&self, fail_on: FailOn) -> bool {
+        self.findings.iter().any(|f| match fail_on {
+            FailOn::Deny => f.violation.action == Action::Deny,
+            FailOn::Warn => matches!(f.violation.action, Action::Deny | Action::Warn),
+        })
+    }
+}
+
+/// The files' objects, settled alone or over `live` ones (same-named objects replaced, as
+/// `kubectl apply` would). Over live objects only the records and findings of the files'
+/// objects are kept, so a cluster's own problems do not fail an app team's pipeline.
+pub fn check(
+    cfg: Arc<Config>,
+    files: Vec<Loaded>,
+    skipped: Vec<Skipped>,
+    live: Option<Vec<Object>>,
+) -> Checked {
+    let from_files: HashMap<String, &Loaded> = files
+        .iter()
+        .map(|loaded| (loaded.object.key().to_string(), loaded))
+        .collect();
+    let overlay = live.is_some();
+    let mut world: HashMap<ObjectKey, Object> =
+        live.into_iter().flatten().map(|o| (o.key(), o)).collect();
+    for loaded in &files {
+        world.insert(loaded.object.key(), loaded.object.clone());
+    }
+    let outcome = settle_all(&Snapshot::from_objects(cfg, world.into_values()));
+    // A record belongs to the files when one of its routes or Gateways came from them.
+    let file_gateways: HashSet<String> = files
+        .iter()
+        .map(|l| l.object.key())
+        .filter(|k| k.kind == ObjectKind::Gateway)
+        .map(|k| format!("{}/{}", k.namespace, k.name))
+        .collect();
+    let records = outcome
+        .records
+        .into_iter()
+        .filter(|r| {
+            !overlay
+                || r.routes.iter().any(|route| from_files.contains_key(route))
+                || r.gateways.iter().any(|gw| file_gateways.contains(gw))
+        })
+        .collect();
+    let findings = outcome
+        .violations
+        .into_iter()
+        .filter_map(|violation| {
+            let loaded = from_files.get(&violation.object);
+            if overlay && loaded.is_none() {
+                return None;
+            }
+            let field_line = loaded.and_then(|l| l.fields.nearest_line(&violation.field));
+            Some(Located {
+                place: loaded.map(|l| l.place.clone()),
+                field_line,
+                violation,
+            })
+        })
+        .collect();
+    Checked {
+        records,
+        findings,
+        skipped,
+    }
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct JsonViolation<'a> {
     reason: &'a str,
     action: &'a str,
@@ -58,37 +181,102 @@ struct JsonViolation<'a> {
     hostname: Option<&'a str>,
     field: &'a str,
     message: &'a str,
+    file: Option<&'a str>,
+    document: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    item: Option<usize>,
+    /// The line the object starts on.
+    line: Option<usize>,
+    /// The line of `field`, or of its nearest ancestor written in the file.
+    field_line: Option<usize>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSkipped<'a> {
+    file: &'a str,
+    document: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    item: Option<usize>,
+    line: Option<usize>,
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonSummary {
+    records: usize,
+    denials: usize,
+    warnings: usize,
+    audits: usize,
+    skipped: usize,
 }
 
 #[derive(Serialize)]
 struct JsonOutcome<'a> {
     records: &'a [Record],
     violations: Vec<JsonViolation<'a>>,
+    skipped: Vec<JsonSkipped<'a>>,
+    summary: JsonSummary,
 }
 
 /// The stable JSON interface (ARCHITECTURE.md, "Stable interfaces").
-pub fn to_json(outcome: &Outcome) -> String {
+pub fn to_json(checked: &Checked) -> String {
     let out = JsonOutcome {
-        records: &outcome.records,
-        violations: outcome
-            .violations
+        records: &checked.records,
+        violations: checked
+            .findings
             .iter()
-            .map(|v| JsonViolation {
-                reason: v.reason.as_str(),
-                action: v.action.as_str(),
-                object: &v.object,
-                hostname: v.hostname.as_deref(),
-                field: &v.field,
-                message: &v.message,
+            .map(|f| {
+                let v = &f.violation;
+                JsonViolation {
+                    reason: v.reason.as_str(),
+                    action: v.action.as_str(),
+                    object: &v.object,
+                    hostname: v.hostname.as_deref(),
+                    field: &v.field,
+                    message: &v.message,
+                    file: f.place.as_ref().map(|p| p.file.as_str()),
+                    document: f.place.as_ref().map(|p| p.document),
+                    item: f.place.as_ref().and_then(|p| p.item),
+                    line: f.place.as_ref().and_then(|p| p.line),
+                    field_line: f.field_line,
+                }
             })
             .collect(),
+        skipped: checked
+            .skipped
+            .iter()
+            .map(|s| JsonSkipped {
+                file: &s.place.file,
+                document: s.place.document,
+                item: s.place.item,
+                line: s.place.line,
+                api_version: s.api_version.as_deref(),
+                kind: s.kind.as_deref(),
+            })
+            .collect(),
+        summary: JsonSummary {
+            records: checked.records.len(),
+            denials: checked.count(Action::Deny),
+            warnings: checked.count(Action::Warn),
+            audits: checked.count(Action::Audit),
+            skipped: checked.skipped.len(),
+        },
     };
     // Serializing plain strings and numbers cannot fail.
     serde_json::to_string_pretty(&out).unwrap_or_default()
 }
 
-/// Text for a person: records as an aligned table, then findings grouped by object.
-pub fn to_text(outcome: &Outcome, colour: bool) -> String {
+/// `file:line` of a finding: its field's line when known, else its object's.
+fn file_and_line(finding: &Located) -> Option<(&str, Option<usize>)> {
+    let place = finding.place.as_ref()?;
+    Some((&place.file, finding.field_line.or(place.line)))
+}
+
+/// Text for a person: records as an aligned table, then findings grouped by object, each
+/// with the file and line to change.
+pub fn to_text(checked: &Checked, colour: bool) -> String {
     let paint = |code: &str, text: &str| {
         if colour {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -97,10 +285,10 @@ pub fn to_text(outcome: &Outcome, colour: bool) -> String {
         }
     };
     let mut out = String::new();
-    if outcome.records.is_empty() {
+    if checked.records.is_empty() {
         out.push_str("No DNS records would be published.\n");
     } else {
-        let rows: Vec<[String; 5]> = outcome
+        let rows: Vec<[String; 5]> = checked
             .records
             .iter()
             .map(|r| {
@@ -137,13 +325,18 @@ pub fn to_text(outcome: &Outcome, colour: bool) -> String {
             out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
         }
     }
-    if !outcome.violations.is_empty() {
+    if !checked.findings.is_empty() {
         out.push('\n');
         let mut current: Option<&str> = None;
-        for v in &outcome.violations {
+        for finding in &checked.findings {
+            let v = &finding.violation;
             if current != Some(&v.object) {
                 current = Some(&v.object);
-                let _ = writeln!(out, "{}", paint("1", &v.object));
+                let _ = write!(out, "{}", paint("1", &v.object));
+                if let Some(place) = &finding.place {
+                    let _ = write!(out, "  {}", place_in_short(place));
+                }
+                out.push('\n');
             }
             let action = match v.action {
                 Action::Deny => paint("31", "deny "),
@@ -152,25 +345,118 @@ pub fn to_text(outcome: &Outcome, colour: bool) -> String {
                 Action::Ignore => "ignore".to_owned(),
             };
             let _ = writeln!(out, "  {action} {}: {}", v.reason, v.message);
+            if let Some((file, line)) = file_and_line(finding) {
+                let at = line.map_or_else(|| file.to_owned(), |line| format!("{file}:{line}"));
+                let _ = writeln!(out, "        at {at} ({})", v.field);
+            }
         }
     }
-    let (denies, warns) = counts(&outcome.violations);
-    let _ = writeln!(
-        out,
-        "\n{} record(s), {denies} denial(s), {warns} warning(s)",
-        outcome.records.len()
-    );
+    if !checked.skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSkipped {} document(s) that gateway-dns does not read:",
+            checked.skipped.len()
+        );
+        for skipped in &checked.skipped {
+            let _ = writeln!(out, "  {skipped}");
+        }
+    }
+    let _ = writeln!(out, "\n{}", summary_line(checked));
     out
 }
 
-fn counts(violations: &[Violation]) -> (usize, usize) {
-    let denies = violations
-        .iter()
-        .filter(|v| v.action == Action::Deny)
-        .count();
-    let warns = violations
-        .iter()
-        .filter(|v| v.action == Action::Warn)
-        .count();
-    (denies, warns)
+/// `file:line (document N, items[i])`, the way editors and terminals link a place.
+fn place_in_short(place: &Place) -> String {
+    let mut text = place.file.clone();
+    if let Some(line) = place.line {
+        let _ = write!(text, ":{line}");
+    }
+    let _ = write!(text, " (document {}", place.document);
+    if let Some(item) = place.item {
+        let _ = write!(text, ", items[{item}]");
+    }
+    text.push(')');
+    text
+}
+
+fn summary_line(checked: &Checked) -> String {
+    format!(
+        "{} record(s), {} denial(s), {} warning(s), {} skipped document(s)",
+        checked.records.len(),
+        checked.count(Action::Deny),
+        checked.count(Action::Warn),
+        checked.skipped.len()
+    )
+}
+
+/// GitHub Actions workflow commands: an `error` per denial, a `warning` per warning, a
+/// `notice` per audit finding and per skipped document, then the summary as a plain line.
+pub fn to_github(checked: &Checked) -> String {
+    let mut out = String::new();
+    let location = |file: &str, line: Option<usize>| {
+        let mut properties = format!("file={}", github_escape_property(file));
+        if let Some(line) = line {
+            let _ = write!(properties, ",line={line}");
+        }
+        properties
+    };
+    for finding in &checked.findings {
+        let v = &finding.violation;
+        let command = match v.action {
+            Action::Deny => "error",
+            Action::Warn => "warning",
+            Action::Audit => "notice",
+            Action::Ignore => continue,
+        };
+        let mut properties = file_and_line(finding)
+            .map(|(file, line)| location(file, line) + ",")
+            .unwrap_or_default();
+        properties.push_str(&format!(
+            "title={}",
+            github_escape_property(&format!("{} ({})", v.reason, v.object))
+        ));
+        let _ = writeln!(
+            out,
+            "::{command} {properties}::{}",
+            github_escape_data(&format!("{}: {} [{}]", v.reason, v.message, v.field))
+        );
+    }
+    for skipped in &checked.skipped {
+        let _ = writeln!(
+            out,
+            "::notice {},title=Skipped::{}",
+            location(&skipped.place.file, skipped.place.line),
+            github_escape_data(&format!("not read by gateway-dns: {skipped}"))
+        );
+    }
+    let _ = writeln!(out, "gateway-dns check: {}", summary_line(checked));
+    out
+}
+
+/// Escapes a workflow command's message (GitHub's `escapeData`).
+fn github_escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow command's property value (GitHub's `escapeProperty`).
+fn github_escape_property(text: &str) -> String {
+    github_escape_data(text)
+        .replace(':', "%3A")
+        .replace(',', "%2C")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_escaping() {
+        assert_eq!(github_escape_data("50%\nnext"), "50%25%0Anext");
+        assert_eq!(
+            github_escape_property("HostnameConflict (HTTPRoute/a/b), x:y"),
+            "HostnameConflict (HTTPRoute/a/b)%2C x%3Ay"
+        );
+    }
 }

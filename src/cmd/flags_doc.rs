@@ -29,8 +29,9 @@ pub fn flags_markdown() -> String {
     let _ = writeln!(
         out,
         "`{}`: {}\n\nEvery flag can also be set through the environment variable shown beside it \
-         (the command line wins). Flags that take `BOOL` want `true` or `false`; a flag without a \
-         value is a switch. Durations are written like `500ms`, `2s`, `1m30s`.\n",
+         (the command line wins). A `[=BOOL]` flag is a switch: `--flag` turns it on and \
+         `--flag=false` off (`--flag false`, a separate word, is still read for older scripts); \
+         its environment variable takes `true`, `false`, `1`, `0`, `yes` or `no`. Durations are written like `500ms`, `2s`, `1m30s`.\n",
         name,
         cli.get_about()
             .map(|about| about.to_string())
@@ -60,6 +61,9 @@ pub fn flags_markdown() -> String {
             let _ = writeln!(out, "{}", flag_row(argument));
         }
         let _ = writeln!(out);
+        if let Some(after) = subcommand.get_after_help() {
+            let _ = writeln!(out, "```text\n{}\n```\n", after.to_string().trim_end());
+        }
     }
     out
 }
@@ -94,6 +98,9 @@ fn flag_row(argument: &clap::Arg) -> String {
         (None, Some(short)) => format!("`-{short}"),
         (None, None) => format!("`{value_name}"),
     };
+    let optional_value = argument
+        .get_num_args()
+        .is_some_and(|range| range.min_values() == 0 && range.takes_values());
     if argument.is_positional() {
         // `PATH...` takes several values, `SHELL` one.
         let many = matches!(argument.get_action(), ArgAction::Append)
@@ -101,6 +108,8 @@ fn flag_row(argument: &clap::Arg) -> String {
                 .get_num_args()
                 .is_some_and(|range| range.max_values() > 1);
         flag.push_str(if many { "...`" } else { "`" });
+    } else if optional_value {
+        flag.push_str(&format!("[={value_name}]`"));
     } else if takes_value {
         flag.push_str(&format!(" {value_name}`"));
     } else {

@@ -13,3 +13,50 @@ pub mod serve;
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_DENIED: u8 = 1;
 pub const EXIT_INPUT: u8 = 2;
+/// `serve --once`: the pass failed, or changes remain after it.
+pub const EXIT_ONCE_FAILED: u8 = 1;
+/// `serve --once`: converged but for records blocked by records gateway-dns does not own.
+pub const EXIT_ONCE_BLOCKED: u8 = 3;
+
+/// An error and its causes on one line, each cause once: library errors often repeat their
+/// source in their own message as well as returning it from `source()`, so a cause whose text
+/// the line already holds is not added again.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        let text = next.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = next.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading config: {0}")]
+    struct Repeats(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("starting")]
+    struct Outer(#[source] Repeats);
+
+    #[test]
+    fn each_cause_once() {
+        let err = Outer(Repeats(std::io::Error::other("disk on fire")));
+        assert_eq!(error_chain(&err), "starting: reading config: disk on fire");
+        let anyhow_err = anyhow::Error::new(std::io::Error::other("refused"))
+            .context("connecting to 127.0.0.1:53")
+            .context("listing the zone");
+        assert_eq!(
+            error_chain(anyhow_err.as_ref()),
+            "listing the zone: connecting to 127.0.0.1:53: refused"
+        );
+    }
+}

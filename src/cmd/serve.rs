@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
+use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
@@ -38,7 +39,7 @@ const ONCE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 /// code.
 pub async fn run(args: ServeArgs) -> Result<u8> {
     if !args.webhook && !args.sync {
-        bail!("--webhook false and --sync false leave nothing to run");
+        bail!("--webhook=false and --sync=false leave nothing to run");
     }
     let cfg = Arc::new(args.engine.to_config()?);
     let mut process = Process::new(Index::with_config(cfg.clone()));
@@ -47,7 +48,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     if args.sync {
         let syncer = build_syncer(&args, &source, &mut process).await?;
         if args.once {
-            return run_once(syncer, source.synced).await;
+            return run_once(syncer, source.synced, args.dry_run).await;
         }
         process.spawn_sync(syncer, source.synced.clone());
     }
@@ -415,8 +416,24 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             Arc::new(server)
         }
         ProviderKind::Rfc2136 => {
-            let Some(server) = args.rfc2136_server else {
-                bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT");
+            let server: rfc2136::ServerAddress = match (&args.rfc2136_server, &args.rfc2136_host) {
+                (Some(server), _) => server
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
+                // external-dns's pair of flags, checked as one address.
+                (None, Some(host)) => {
+                    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+                    let port = args.rfc2136_port.unwrap_or(53);
+                    let joined = if host.contains(':') {
+                        format!("[{host}]:{port}")
+                    } else {
+                        format!("{host}:{port}")
+                    };
+                    joined
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
+                }
+                (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
             };
             let tsig = match &args.rfc2136_tsig_key_name {
                 None => None,
@@ -484,30 +501,63 @@ async fn wait_synced(synced: &mut watch::Receiver<bool>) -> Result<()> {
         .map_err(|_| anyhow::anyhow!("the source stopped before its first sync"))
 }
 
-/// `--once`: one pass after the first full sync; exit 0 when converged, 1 otherwise.
-async fn run_once(syncer: Arc<Syncer>, mut synced: watch::Receiver<bool>) -> Result<u8> {
+/// `--once`: one pass after the first full sync. Exit status (`serve --help`): 0 converged, or
+/// with `--dry-run` the plan computed (and printed); 1 the pass failed or changes remain; 3 only
+/// records blocked by records gateway-dns does not own stand in the way.
+async fn run_once(
+    syncer: Arc<Syncer>,
+    mut synced: watch::Receiver<bool>,
+    dry_run: bool,
+) -> Result<u8> {
     tokio::time::timeout(ONCE_SYNC_TIMEOUT, wait_synced(&mut synced))
         .await
         .context("the source did not complete its first sync in time")??;
-    let report = syncer.run_once().await?;
+    let report = match syncer.run_once().await {
+        Ok(report) => report,
+        Err(err) => {
+            // A failed pass is the outcome `--once` reports, not a configuration error.
+            eprintln!("gateway-dns serve --once: {}", super::error_chain(&err));
+            return Ok(EXIT_ONCE_FAILED);
+        }
+    };
     let plan = &report.pass.plan;
+    let blocked = &report.remaining.blocked;
     println!(
         "planned {} create, {} update, {} delete; applied {}; blocked {}; {}",
         plan.changes.create.len(),
         plan.changes.update.len(),
         plan.changes.delete.len(),
         report.pass.applied,
-        report.remaining.blocked.len(),
-        if report.converged {
+        blocked.len(),
+        if dry_run {
+            "dry run: nothing written"
+        } else if report.converged {
             "converged"
         } else {
             "not converged"
         }
     );
-    for blocked in &report.remaining.blocked {
+    if dry_run {
+        for (verb, endpoints) in [
+            ("create", &plan.changes.create),
+            ("update", &plan.changes.update),
+            ("delete", &plan.changes.delete),
+        ] {
+            for endpoint in endpoints {
+                println!("{verb}: {endpoint}");
+            }
+        }
+    }
+    for blocked in blocked {
         println!("blocked: {blocked}");
     }
-    Ok(if report.converged { 0 } else { 1 })
+    Ok(if dry_run || report.converged {
+        EXIT_OK
+    } else if report.remaining.is_empty() {
+        EXIT_ONCE_BLOCKED
+    } else {
+        EXIT_ONCE_FAILED
+    })
 }
 
 async fn shutdown_signal() {

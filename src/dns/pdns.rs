@@ -24,6 +24,8 @@ use crate::model::dns_name::canonical;
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
+/// How long an idle API connection is kept: less than any sync interval worth having.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Largest API answer read (a zone listing of many thousand records fits easily).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -171,7 +173,11 @@ impl PdnsProvider {
         if uri.scheme_str() != Some("http") || uri.host().is_none() {
             return Err(Error::BadUrl(base));
         }
-        let client = Client::builder(TokioExecutor::new()).build_http();
+        // A host name in the URL is resolved for each new connection; closing idle ones soon
+        // makes every sync pass resolve it again, so a Service or server that moves is followed.
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build_http();
         Ok(PdnsProvider {
             config,
             base,

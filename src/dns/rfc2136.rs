@@ -141,9 +141,76 @@ impl TsigKey {
     }
 }
 
+/// A DNS server as `HOST:PORT` (`[v6]:PORT` for an IPv6 literal; the port defaults to 53). A
+/// host name is looked up at every connection, so the sync follows a Service or a server whose
+/// address changes (`bind.dns.svc:53`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddress {
+    host: String,
+    port: u16,
+}
+
+impl ServerAddress {
+    pub fn new(host: impl Into<String>, port: u16) -> ServerAddress {
+        ServerAddress {
+            host: host.into(),
+            port,
+        }
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl From<SocketAddr> for ServerAddress {
+    fn from(addr: SocketAddr) -> ServerAddress {
+        ServerAddress::new(addr.ip().to_string(), addr.port())
+    }
+}
+
+impl std::str::FromStr for ServerAddress {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ServerAddress, String> {
+        let text = text.trim();
+        if let Ok(addr) = text.parse::<SocketAddr>() {
+            return Ok(addr.into());
+        }
+        let bad = || format!("{text:?} is not HOST:PORT (e.g. 192.0.2.53:53, bind.dns.svc:53)");
+        let (host, port) = match text.rsplit_once(':') {
+            // Not an IPv6 literal without brackets (several colons, no port).
+            Some((host, port)) if !host.contains(':') => {
+                (host, port.parse::<u16>().map_err(|_| bad())?)
+            }
+            Some(_) => return Err(bad()),
+            None => (text, 53),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() || host.contains(['/', ' ']) {
+            return Err(bad());
+        }
+        Ok(ServerAddress::new(host, port))
+    }
+}
+
+impl fmt::Display for ServerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Rfc2136Config {
-    pub server: SocketAddr,
+    pub server: ServerAddress,
     /// Zones managed (lower-case, no trailing dot).
     pub zones: Vec<String>,
     pub tsig: Option<TsigKey>,
@@ -154,9 +221,13 @@ pub struct Rfc2136Config {
 }
 
 impl Rfc2136Config {
-    pub fn new(server: SocketAddr, zones: Vec<String>, tsig: Option<TsigKey>) -> Self {
+    pub fn new(
+        server: impl Into<ServerAddress>,
+        zones: Vec<String>,
+        tsig: Option<TsigKey>,
+    ) -> Self {
         Rfc2136Config {
-            server,
+            server: server.into(),
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             tsig,
             timeout: Duration::from_secs(10),
@@ -221,24 +292,24 @@ pub enum Error {
     BadKeyName(String),
     #[error("cannot reach DNS server {server}: {source}")]
     Connect {
-        server: SocketAddr,
+        server: ServerAddress,
         source: std::io::Error,
     },
     #[error("DNS server {server}: connection failed during {operation}: {source}")]
     Io {
-        server: SocketAddr,
+        server: ServerAddress,
         operation: String,
         source: std::io::Error,
     },
     #[error("DNS server {server} did not answer the {operation} within {timeout:?}")]
     Timeout {
-        server: SocketAddr,
+        server: ServerAddress,
         operation: String,
         timeout: Duration,
     },
     #[error("DNS server {server} refused the {operation}: {detail}")]
     Refused {
-        server: SocketAddr,
+        server: ServerAddress,
         operation: String,
         detail: String,
         /// The server objected to the content (a prerequisite, a name), not to who we are.
@@ -252,7 +323,7 @@ pub enum Error {
     },
     #[error("DNS server {server}: bad response to the {operation}: {detail}")]
     BadResponse {
-        server: SocketAddr,
+        server: ServerAddress,
         operation: String,
         detail: String,
     },
@@ -300,8 +371,10 @@ impl Rfc2136Provider {
     }
 
     async fn connect(&self) -> Result<TcpStream, Error> {
-        let server = self.config.server;
-        match timeout(self.config.timeout, TcpStream::connect(server)).await {
+        let server = self.config.server.clone();
+        // (host, port): resolved now, at each connection; every address is tried in turn.
+        let connect = TcpStream::connect((server.host(), server.port()));
+        match timeout(self.config.timeout, connect).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 Ok(stream)
@@ -354,7 +427,7 @@ impl Rfc2136Provider {
         operation: &str,
         future: impl Future<Output = std::io::Result<T>>,
     ) -> Result<T, Error> {
-        let server = self.config.server;
+        let server = self.config.server.clone();
         match timeout(self.config.timeout, future).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(source)) => Err(Error::Io {
@@ -379,9 +452,8 @@ impl Rfc2136Provider {
         verifier: Option<&mut TSigVerifier>,
         operation: &str,
     ) -> Result<Message, Error> {
-        let server = self.config.server;
         let bad = |detail: String| Error::BadResponse {
-            server,
+            server: self.config.server.clone(),
             operation: operation.to_string(),
             detail,
         };
@@ -414,7 +486,7 @@ impl Rfc2136Provider {
                 None => rcode_name(rcode),
             };
             return Err(Error::Refused {
-                server,
+                server: self.config.server.clone(),
                 operation: operation.to_string(),
                 detail,
                 content,
@@ -451,7 +523,7 @@ impl Rfc2136Provider {
                 _ => None,
             })
             .ok_or_else(|| Error::BadResponse {
-                server: self.config.server,
+                server: self.config.server.clone(),
                 operation,
                 detail: "no SOA record in the answer".into(),
             })
@@ -486,7 +558,7 @@ impl Rfc2136Provider {
             }
         }
         Err(Error::BadResponse {
-            server: self.config.server,
+            server: self.config.server.clone(),
             operation,
             detail: "transfer did not end".into(),
         })
@@ -759,7 +831,7 @@ mod tests {
     #[test]
     fn update_message_layout() {
         let provider = Rfc2136Provider::new(Rfc2136Config::new(
-            "127.0.0.1:53".parse().unwrap(),
+            "127.0.0.1:53".parse::<SocketAddr>().unwrap(),
             vec!["example.com".into()],
             None,
         ))
@@ -780,5 +852,40 @@ mod tests {
         assert_eq!(message.updates().len(), 3);
         assert_eq!(message.updates()[0].dns_class, DNSClass::ANY);
         assert_eq!(message.updates()[1].ttl, crate::dns::DEFAULT_TTL);
+    }
+
+    #[test]
+    fn server_addresses_take_host_names() {
+        let parse = |text: &str| text.parse::<ServerAddress>();
+        assert_eq!(
+            parse("192.0.2.53:53"),
+            Ok(ServerAddress::new("192.0.2.53", 53))
+        );
+        assert_eq!(
+            parse("bind.dns.svc:5353"),
+            Ok(ServerAddress::new("bind.dns.svc", 5353))
+        );
+        assert_eq!(
+            parse("bind.dns.svc"),
+            Ok(ServerAddress::new("bind.dns.svc", 53))
+        );
+        assert_eq!(
+            parse("[2001:db8::53]:53"),
+            Ok(ServerAddress::new("2001:db8::53", 53))
+        );
+        assert_eq!(
+            parse("[2001:db8::53]:53").unwrap().to_string(),
+            "[2001:db8::53]:53"
+        );
+        for bad in [
+            "",
+            ":53",
+            "bind:port",
+            "2001:db8::53",
+            "a b:53",
+            "http://bind:53",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -9,14 +9,17 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::{self, Object, ObjectKey};
+use super::locations::{DocumentLines, DuplicateKey, Scan, scan};
+use crate::model::{self, Object, ObjectKey, ObjectKind};
 
-/// Where a document came from: file, 1-based document number, and item within a `List`.
+/// Where a document came from: file, 1-based document number, item within a `List`, and the
+/// 1-based line the object starts on (when the text could be located).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
     pub file: String,
     pub document: usize,
     pub item: Option<usize>,
+    pub line: Option<usize>,
 }
 
 impl fmt::Display for Place {
@@ -25,9 +28,23 @@ impl fmt::Display for Place {
         if let Some(item) = self.item {
             write!(f, ", items[{item}]")?;
         }
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
         Ok(())
     }
 }
+
+/// Kinds of the Gateway API group that gateway-dns knows and does not need: skipped like any
+/// other kind. Any other kind in the group is a typo (`HTTPRoutes`) and an input error.
+pub const GATEWAY_API_KINDS_NOT_READ: [&str; 6] = [
+    "GatewayClass",
+    "ReferenceGrant",
+    "BackendTLSPolicy",
+    "BackendLBPolicy",
+    "BackendTrafficPolicy",
+    "Mesh",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -39,15 +56,15 @@ pub enum Error {
     },
     #[error("{place}: not valid {format}: {message}")]
     Syntax {
-        place: Place,
+        place: Box<Place>,
         format: &'static str,
         message: String,
     },
     #[error("{place}: {message}")]
-    NotAnObject { place: Place, message: String },
+    NotAnObject { place: Box<Place>, message: String },
     #[error("{place}: {object}: {source}")]
     Decode {
-        place: Place,
+        place: Box<Place>,
         object: String,
         #[source]
         source: model::DecodeError,
@@ -58,6 +75,26 @@ pub enum Error {
         first: Box<Place>,
         second: Box<Place>,
     },
+    #[error(
+        "{file}:{line}:{column}: document {document}: duplicate key {key:?} in {mapping} (first written on line {first_line}); documents joined without `---`?",
+        line = .duplicate.line,
+        column = .duplicate.column,
+        document = .duplicate.document,
+        key = .duplicate.key,
+        mapping = if .duplicate.mapping.is_empty() { "the top-level mapping".to_owned() } else { format!("`{}`", .duplicate.mapping) },
+        first_line = .duplicate.first_line,
+    )]
+    DuplicateKey {
+        file: String,
+        duplicate: Box<DuplicateKey>,
+    },
+    #[error("{place}: unknown kind {kind:?} in {api_version} (a typo? gateway-dns reads {known})")]
+    UnknownGatewayKind {
+        place: Box<Place>,
+        api_version: String,
+        kind: String,
+        known: String,
+    },
     #[error("{0}: no .yaml, .yml or .json files found")]
     Empty(String),
 }
@@ -67,12 +104,44 @@ pub enum Error {
 pub struct Loaded {
     pub object: Object,
     pub place: Place,
+    /// Lines of the object's fields, by path relative to the object (`spec.hostnames[0]`).
+    pub fields: DocumentLines,
+}
+
+/// A document that was read but holds nothing gateway-dns reads: another kind, or an empty file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub place: Place,
+    /// None for an empty file.
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.kind, &self.api_version) {
+            (Some(kind), Some(api_version)) => write!(f, "{}: {kind} ({api_version})", self.place),
+            _ => write!(f, "{}: no documents", self.place.file),
+        }
+    }
+}
+
+/// Everything read from some paths: the objects gateway-dns reads and the documents it skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub objects: Vec<Loaded>,
+    pub skipped: Vec<Skipped>,
 }
 
 /// Reads every path (file, directory, or `-` for stdin) into objects. Documents of kinds
 /// gateway-dns does not read are skipped; anything unreadable is an error naming its place.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
-    let mut loaded = Vec::new();
+    load_paths_with_skipped(paths).map(|report| report.objects)
+}
+
+/// [`load_paths`], also saying which documents were skipped.
+pub fn load_paths_with_skipped(paths: &[PathBuf]) -> Result<Report, Error> {
+    let mut report = Report::default();
     for path in paths {
         if path.as_os_str() == "-" {
             let mut text = String::new();
@@ -82,7 +151,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
                     path: "<stdin>".to_owned(),
                     source,
                 })?;
-            parse_text("<stdin>", &text, false, &mut loaded)?;
+            parse_text_into("<stdin>", &text, false, &mut report)?;
             continue;
         }
         let files = collect_files(path)?;
@@ -95,11 +164,11 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
                 source,
             })?;
             let is_json = file.extension().is_some_and(|e| e == "json");
-            parse_text(&file.display().to_string(), &text, is_json, &mut loaded)?;
+            parse_text_into(&file.display().to_string(), &text, is_json, &mut report)?;
         }
     }
-    check_duplicates(&loaded)?;
-    Ok(loaded)
+    check_duplicates(&report.objects)?;
+    Ok(report)
 }
 
 /// Files under a path: the path itself if a file, else every .yaml/.yml/.json below it, sorted.
@@ -151,41 +220,114 @@ pub fn parse_text(
     is_json: bool,
     out: &mut Vec<Loaded>,
 ) -> Result<(), Error> {
-    let place = |document: usize| Place {
+    let mut report = Report::default();
+    parse_text_into(file, text, is_json, &mut report)?;
+    out.append(&mut report.objects);
+    Ok(())
+}
+
+/// [`parse_text`] into a report that also keeps the skipped documents.
+pub fn parse_text_into(
+    file: &str,
+    text: &str,
+    is_json: bool,
+    report: &mut Report,
+) -> Result<(), Error> {
+    let place = |document: usize, line: Option<usize>| Place {
         file: file.to_owned(),
         document,
         item: None,
+        line,
     };
+    // Documents that hold anything at all (an empty one between `---` is no news).
+    let mut documents_with_content = 0;
     if is_json {
-        let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-        for (i, doc) in stream.enumerate() {
+        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        let mut number = 0;
+        loop {
+            let start = stream.byte_offset();
+            let Some(doc) = stream.next() else { break };
+            number += 1;
             let value = doc.map_err(|err| Error::Syntax {
-                place: place(i + 1),
+                place: Box::new(place(number, None)),
                 format: "JSON",
                 message: err.to_string(),
             })?;
-            decode_document(place(i + 1), value, out)?;
+            // JSON is YAML: the same scan finds the lines and duplicate keys of this document.
+            let slice = &text[start..stream.byte_offset()];
+            let leading = slice.len() - slice.trim_start().len();
+            let first_line = text[..start + leading].matches('\n').count() + 1;
+            let lines = match scan(slice.trim_start(), first_line) {
+                Scan::Documents(mut docs) if docs.len() == 1 => docs.pop().unwrap_or_default(),
+                Scan::Duplicate(duplicate) => {
+                    return Err(Error::DuplicateKey {
+                        file: file.to_owned(),
+                        duplicate: Box::new(DuplicateKey {
+                            document: number,
+                            ..duplicate
+                        }),
+                    });
+                }
+                _ => DocumentLines::default(),
+            };
+            documents_with_content += usize::from(!value.is_null());
+            decode_document(place(number, lines.root()), value, &lines, report)?;
         }
-        return Ok(());
+    } else {
+        let located = match scan(text, 1) {
+            Scan::Duplicate(duplicate) => {
+                return Err(Error::DuplicateKey {
+                    file: file.to_owned(),
+                    duplicate: Box::new(duplicate),
+                });
+            }
+            Scan::Documents(docs) => docs,
+            // The decoder below says what is wrong.
+            Scan::Unreadable => Vec::new(),
+        };
+        let mut values = Vec::new();
+        for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            values.push(Value::deserialize(document).map_err(|err| Error::Syntax {
+                place: Box::new(place(i + 1, None)),
+                format: "YAML",
+                message: err.to_string(),
+            })?);
+        }
+        // Lines are only trusted when both parsers saw the same documents.
+        let located = if located.len() == values.len() {
+            located
+        } else {
+            Vec::new()
+        };
+        for (i, value) in values.into_iter().enumerate() {
+            let lines = located.get(i).cloned().unwrap_or_default();
+            documents_with_content += usize::from(!value.is_null());
+            decode_document(place(i + 1, lines.root()), value, &lines, report)?;
+        }
     }
-    for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document).map_err(|err| Error::Syntax {
-            place: place(i + 1),
-            format: "YAML",
-            message: err.to_string(),
-        })?;
-        decode_document(place(i + 1), value, out)?;
+    // A file with nothing in it is worth a word: it may be a path or a generator gone wrong.
+    if documents_with_content == 0 {
+        report.skipped.push(Skipped {
+            place: place(1, None),
+            api_version: None,
+            kind: None,
+        });
     }
     Ok(())
 }
 
-fn decode_document(place: Place, value: Value, out: &mut Vec<Loaded>) -> Result<(), Error> {
+fn decode_document(
+    place: Place,
+    value: Value,
+    lines: &DocumentLines,
+    report: &mut Report,
+) -> Result<(), Error> {
     match &value {
         Value::Null => return Ok(()),
         Value::Object(_) => {}
         _ => {
             return Err(Error::NotAnObject {
-                place,
+                place: Box::new(place),
                 message: "expected a Kubernetes object (a mapping with apiVersion and kind)"
                     .to_owned(),
             });
@@ -193,7 +335,7 @@ fn decode_document(place: Place, value: Value, out: &mut Vec<Loaded>) -> Result<
     }
     let Some((_, kind)) = model::type_of(&value) else {
         return Err(Error::NotAnObject {
-            place,
+            place: Box::new(place),
             message: "missing apiVersion or kind".to_owned(),
         });
     };
@@ -202,36 +344,64 @@ fn decode_document(place: Place, value: Value, out: &mut Vec<Loaded>) -> Result<
             .get("items")
             .and_then(Value::as_array)
             .ok_or_else(|| Error::NotAnObject {
-                place: place.clone(),
+                place: Box::new(place.clone()),
                 message: format!("{kind} without an items array"),
             })?;
         for (i, item) in items.iter().enumerate() {
+            let item_lines = lines.below(&format!("items[{i}]"));
             let item_place = Place {
                 item: Some(i),
+                line: item_lines.root().or(place.line),
                 ..place.clone()
             };
-            decode_one(item_place, item, out)?;
+            decode_one(item_place, item, item_lines, report)?;
         }
         return Ok(());
     }
-    decode_one(place, &value, out)
+    decode_one(place, &value, lines.clone(), report)
 }
 
-fn decode_one(place: Place, value: &Value, out: &mut Vec<Loaded>) -> Result<(), Error> {
-    if model::type_of(value).is_none() {
+fn decode_one(
+    place: Place,
+    value: &Value,
+    fields: DocumentLines,
+    report: &mut Report,
+) -> Result<(), Error> {
+    let Some((api_version, kind)) = model::type_of(value) else {
         return Err(Error::NotAnObject {
-            place,
+            place: Box::new(place),
             message: "missing apiVersion or kind".to_owned(),
         });
-    }
+    };
     match model::decode_value(value) {
-        Ok(Some(object)) => out.push(Loaded { object, place }),
-        Ok(None) => {}
+        Ok(Some(object)) => report.objects.push(Loaded {
+            object,
+            place,
+            fields,
+        }),
+        Ok(None) => {
+            let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            if group == model::GATEWAY_GROUP && !GATEWAY_API_KINDS_NOT_READ.contains(&kind) {
+                let known = ObjectKind::ALL
+                    .into_iter()
+                    .filter(|k| k.group() == model::GATEWAY_GROUP)
+                    .map(|k| format!("{} ({})", k.kind(), k.versions().join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(Error::UnknownGatewayKind {
+                    place: Box::new(place),
+                    api_version: api_version.to_owned(),
+                    kind: kind.to_owned(),
+                    known,
+                });
+            }
+            report.skipped.push(Skipped {
+                place,
+                api_version: Some(api_version.to_owned()),
+                kind: Some(kind.to_owned()),
+            });
+        }
         Err(source) => {
-            let kind = value
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("object");
             let meta = value.get("metadata");
             let name = meta
                 .and_then(|m| m.get("name"))
@@ -245,7 +415,7 @@ fn decode_one(place: Place, value: &Value, out: &mut Vec<Loaded>) -> Result<(), 
                 None => format!("{kind} {name}"),
             };
             return Err(Error::Decode {
-                place,
+                place: Box::new(place),
                 object,
                 source,
             });
@@ -348,7 +518,10 @@ mod tests {
         let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: b}\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s}\n";
         let loaded = parse(text).unwrap();
         assert_eq!(loaded.len(), 2);
-        assert_eq!(loaded[1].place.to_string(), "t.yaml: document 3, items[0]");
+        assert_eq!(
+            loaded[1].place.to_string(),
+            "t.yaml: document 3, items[0] (line 9)"
+        );
     }
 
     #[test]
@@ -356,7 +529,7 @@ mod tests {
         let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: x}\nspec:\n  parentRefs: [{name: 5, port: web}]\n";
         let err = parse(text).unwrap_err().to_string();
         assert!(
-            err.starts_with("t.yaml: document 2: HTTPRoute x/r: spec.parentRefs[0]"),
+            err.starts_with("t.yaml: document 2 (line 5): HTTPRoute x/r: spec.parentRefs[0]"),
             "{err}"
         );
     }
@@ -368,10 +541,78 @@ mod tests {
         let dup = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n";
         let err = parse(dup).unwrap_err().to_string();
         assert!(
-            err.contains("defined twice: at t.yaml: document 1 and at t.yaml: document 2"),
+            err.contains(
+                "defined twice: at t.yaml: document 1 (line 1) and at t.yaml: document 2 (line 5)"
+            ),
             "{err}"
         );
         let err = parse("- just\n- a list\n").unwrap_err().to_string();
         assert!(err.contains("expected a Kubernetes object"), "{err}");
+    }
+
+    fn read(text: &str) -> Result<Report, Error> {
+        let mut report = Report::default();
+        parse_text_into("t.yaml", text, false, &mut report)?;
+        Ok(report)
+    }
+
+    #[test]
+    fn skipped_documents_are_reported_with_place_and_kind() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: g}\n";
+        let report = read(text).unwrap();
+        assert!(report.objects.is_empty());
+        let skipped: Vec<String> = report.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            skipped,
+            [
+                "t.yaml: document 1 (line 1): ConfigMap (v1)",
+                "t.yaml: document 3 (line 6): GatewayClass (gateway.networking.k8s.io/v1)",
+            ]
+        );
+        for empty in ["", "# nothing here\n", "---\n---\n"] {
+            let report = read(empty).unwrap();
+            assert_eq!(report.skipped.len(), 1, "{empty:?}");
+            assert_eq!(report.skipped[0].to_string(), "t.yaml: no documents");
+        }
+    }
+
+    #[test]
+    fn unknown_gateway_api_kinds_are_errors() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoutes\nmetadata: {name: r, namespace: a}\n";
+        let err = read(text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.yaml: document 2 (line 5): unknown kind \"HTTPRoutes\" in gateway.networking.k8s.io/v1"),
+            "{err}"
+        );
+        assert!(err.contains("HTTPRoute (v1, v1beta1)"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_with_line_and_column() {
+        // Two files joined without `---`: the route's keys land in the Gateway's mapping.
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: a}\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n";
+        let err = read(text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.yaml:8:1: document 2: duplicate key \"apiVersion\" in the top-level mapping (first written on line 5)"),
+            "{err}"
+        );
+        let json = "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"a\", \"name\": \"b\"}}";
+        let mut json_report = Report::default();
+        let err = parse_text_into("t.json", json, true, &mut json_report)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("t.json:1:") && err.contains("duplicate key \"name\" in `metadata`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn objects_carry_their_field_lines() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: a}\nspec:\n  hostnames:\n  - a.example.com\n";
+        let report = read(text).unwrap();
+        let route = &report.objects[1];
+        assert_eq!(route.place.line, Some(5));
+        assert_eq!(route.fields.line_of("spec.hostnames[0]"), Some(10));
     }
 }

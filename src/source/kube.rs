@@ -37,6 +37,47 @@ pub enum Error {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[error("finding which Gateway API kinds the cluster serves")]
+    Discovery(#[source] kube::Error),
+    #[error("listing {kind} ({version})")]
+    List {
+        kind: ObjectKind,
+        version: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// One read of every object the engine reads (Namespaces, Gateways, ListenerSets, routes) at
+/// the newest version the cluster serves, in pages: the same `list` verbs serve's RBAC grants,
+/// nothing written. An object the decoder cannot read is left out with a warning, as serve
+/// does; a kind whose CRD is not installed is empty.
+pub async fn list_once(client: &kube::Client) -> Result<Vec<Object>, Error> {
+    let served = discover(client).await.map_err(Error::Discovery)?;
+    let mut objects = Vec::new();
+    for (kind, version) in served {
+        let api: Api<Watched> = Api::all_with(client.clone(), &api_resource(kind, version));
+        let mut params = kube::api::ListParams::default().limit(500);
+        loop {
+            let page = api.list(&params).await.map_err(|source| Error::List {
+                kind,
+                version,
+                source,
+            })?;
+            for item in page.items {
+                let key = key_of(kind, &item);
+                match decode(kind, item) {
+                    Ok(object) => objects.push(object),
+                    Err(error) => warn!(object = %key, %error, "cannot read object; skipped"),
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+    }
+    Ok(objects)
 }
 
 /// A client from an explicit kubeconfig file, or else as kubectl finds one (`KUBECONFIG`,

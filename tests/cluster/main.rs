@@ -6,6 +6,7 @@
 mod support;
 
 mod api;
+mod check;
 mod faults;
 mod helm;
 mod leader;

@@ -1549,6 +1549,257 @@ fn flags_reference_is_current() {
     );
 }
 
+/// README.md and every page under docs/.
+fn docs_pages() -> Vec<(String, String)> {
+    let mut pages = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            (
+                path.strip_prefix(repo()).unwrap().display().to_string(),
+                text,
+            )
+        })
+        .collect()
+}
+
+/// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
+/// be one of gateway-dns's own (or a hidden alias).
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 5] = [
+    (
+        "kubectl",
+        &[
+            "--client",
+            "--from-file",
+            "--from-literal",
+            "--overwrite",
+            "--replicas",
+            "--type",
+        ],
+    ),
+    (
+        "cargo",
+        &[
+            "--all-targets",
+            "--bench",
+            "--check",
+            "--example",
+            "--path",
+            "--release",
+        ],
+    ),
+    ("curl", &["--cacert", "--data"]),
+    // Named where the docs compare external-dns's flags with ours.
+    (
+        "external-dns",
+        &[
+            "--gateway-label-filter",
+            "--pdns-api-key",
+            "--rfc2136-tsig-keyname",
+            "--rfc2136-tsig-secret",
+            "--rfc2136-tsig-secret-alg",
+            "--txt-prefix",
+            "--txt-suffix",
+        ],
+    ),
+    // docs/flags.md's own prose: `--flag` and `--flag=false`.
+    ("placeholder", &["--flag"]),
+];
+
+/// Every `--flag` token of a text (a trailing `=value` or `[=BOOL]` left off).
+fn long_flags(text: &str) -> BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut flags = BTreeSet::new();
+    let mut i = 0;
+    while let Some(offset) = text[i..].find("--") {
+        let start = i + offset;
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'-');
+        let name_len = text[start + 2..]
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+            .count();
+        if boundary && name_len > 0 && bytes[start + 2].is_ascii_lowercase() {
+            flags.insert(
+                text[start..start + 2 + name_len]
+                    .trim_end_matches('-')
+                    .to_owned(),
+            );
+        }
+        i = start + 2 + name_len;
+    }
+    flags
+}
+
+/// The exit codes a subcommand's `--help` declares (`  N  meaning` lines under "Exit status:").
+fn declared_exit_codes(subcommand: &str) -> BTreeSet<u8> {
+    let mut cli = Cli::command();
+    cli.build();
+    let help = cli
+        .find_subcommand(subcommand)
+        .and_then(|c| c.get_after_help())
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    assert!(
+        help.contains("Exit status:"),
+        "{subcommand} --help has its exit status"
+    );
+    help.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("  ")?;
+            let (code, meaning) = rest.split_once("  ")?;
+            (!meaning.trim().is_empty())
+                .then(|| code.trim().parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// The single-digit numbers of a sentence: the codes an "exit" sentence names.
+fn digits(sentence: &str) -> BTreeSet<u8> {
+    let bytes = sentence.as_bytes();
+    (0..bytes.len())
+        .filter(|&i| bytes[i].is_ascii_digit())
+        .filter(|&i| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'.'))
+        .filter(|&i| {
+            i + 1 == bytes.len()
+                || !(bytes[i + 1].is_ascii_alphanumeric()
+                    || (bytes[i + 1] == b'.' && bytes.get(i + 2).is_some_and(u8::is_ascii_digit)))
+        })
+        .map(|i| bytes[i] - b'0')
+        .collect()
+}
+
+#[test]
+fn docs_name_only_flags_and_exit_codes_the_binary_has() {
+    let mut own = BTreeSet::new();
+    let mut cli = Cli::command();
+    cli.build();
+    for subcommand in cli.get_subcommands() {
+        for argument in subcommand.get_arguments() {
+            if let Some(long) = argument.get_long() {
+                own.insert(format!("--{long}"));
+            }
+            for alias in argument.get_all_aliases().unwrap_or_default() {
+                own.insert(format!("--{alias}"));
+            }
+        }
+    }
+    let others: BTreeSet<String> = OTHER_TOOLS_FLAGS
+        .iter()
+        .flat_map(|(_, flags)| flags.iter().map(|f| (*f).to_owned()))
+        .collect();
+    let overlap: Vec<&String> = others.intersection(&own).collect();
+    assert!(
+        overlap.is_empty(),
+        "listed as other tools' flags but ours: {overlap:?}"
+    );
+    let pages = docs_pages();
+    let mut unknown = Vec::new();
+    for (page, text) in &pages {
+        for flag in long_flags(text) {
+            if !own.contains(&flag) && !others.contains(&flag) {
+                unknown.push(format!("{page}: {flag}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "flags the docs name but gateway-dns does not have: {unknown:#?}"
+    );
+
+    // Exit codes: every code a sentence about exiting names is declared by some --help, and
+    // the pages that spell out a subcommand's exit status name exactly its codes.
+    let check = declared_exit_codes("check");
+    let serve = declared_exit_codes("serve");
+    let certs = declared_exit_codes("certs");
+    assert_eq!(check, BTreeSet::from([0, 1, 2]));
+    assert_eq!(serve, BTreeSet::from([0, 1, 2, 3]));
+    let all: BTreeSet<u8> = check.iter().chain(&serve).chain(&certs).copied().collect();
+    let mut spelled_out = Vec::new();
+    for (page, text) in &pages {
+        let flat = text.replace('\n', " ");
+        for sentence in flat.split(". ") {
+            let lower = sentence.to_lowercase();
+            if !(lower.contains("exit status")
+                || lower.contains("exits ")
+                || lower.contains("exit code"))
+            {
+                continue;
+            }
+            let named = digits(sentence);
+            assert!(
+                named.is_subset(&all),
+                "{page}: exit codes {named:?} not declared by any --help: {sentence}"
+            );
+            if sentence.contains("Exit status") {
+                spelled_out.push((page.clone(), sentence.to_owned(), named));
+            }
+        }
+    }
+    for (page, subcommand, codes) in [
+        ("README.md", "check", &check),
+        ("docs/rollout.md", "check", &check),
+        ("docs/migrating-from-external-dns.md", "serve", &serve),
+    ] {
+        let (_, sentence, named) = spelled_out
+            .iter()
+            .find(|(p, _, _)| p == page)
+            .unwrap_or_else(|| panic!("{page} spells out the exit status of {subcommand}"));
+        assert_eq!(named, codes, "{page}: {sentence}");
+    }
+}
+
+#[test]
+fn deployment_resources_are_the_ones_the_sizing_table_states() {
+    let install = base();
+    let resources = pod_spec(&install).containers[0]
+        .resources
+        .as_ref()
+        .expect("the container states its resources");
+    let quantity = |map: &Option<
+        BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+                    key: &str| {
+        map.as_ref()
+            .and_then(|m| m.get(key))
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| panic!("{key} is set"))
+    };
+    let install_md = std::fs::read_to_string(repo().join("docs/install.md")).unwrap();
+    let sizing = &install_md[install_md.find("## Sizing").expect("a Sizing section")..];
+    let sizing = &sizing[..sizing[3..]
+        .find("\n## ")
+        .map_or(sizing.len(), |end| end + 3)];
+    for value in [
+        quantity(&resources.requests, "cpu"),
+        quantity(&resources.requests, "memory"),
+        quantity(&resources.limits, "memory"),
+    ] {
+        assert!(
+            sizing.contains(&format!("`{value}`")),
+            "docs/install.md#sizing states {value}"
+        );
+    }
+    // One table: the manifest cites it instead of repeating figures that could disagree.
+    let deployment =
+        std::fs::read_to_string(repo().join("manifests/base/deployment.yaml")).unwrap();
+    assert!(deployment.contains("docs/install.md#sizing"));
+    assert!(
+        !deployment.contains(" MiB"),
+        "no figures in deployment.yaml"
+    );
+    assert_eq!(sizing.matches("| routes |").count(), 1, "one sizing table");
+}
+
 #[test]
 fn metrics_reference_names_every_series() {
     let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();

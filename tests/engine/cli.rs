@@ -156,7 +156,14 @@ fn json_shape_is_the_stable_interface() {
         k.sort();
         k
     };
-    assert_eq!(keys(&outcome), ["records", "violations"]);
+    assert_eq!(
+        keys(&outcome),
+        ["records", "skipped", "summary", "violations"]
+    );
+    assert_eq!(
+        outcome["summary"],
+        json!({"records": 2, "denials": 2, "warnings": 0, "audits": 0, "skipped": 0})
+    );
     for record in outcome["records"].as_array().unwrap() {
         assert_eq!(
             keys(record),
@@ -171,10 +178,22 @@ fn json_shape_is_the_stable_interface() {
         );
     }
     for violation in outcome["violations"].as_array().unwrap() {
-        // The stable keys (ARCHITECTURE.md, "Stable interfaces"), plus `field` (the field path the admission answer also carries).
+        // The stable keys (ARCHITECTURE.md, "Stable interfaces"): `field` is the field path
+        // the admission answer also carries; file, document and lines say where to change it.
         assert_eq!(
             keys(violation),
-            ["action", "field", "hostname", "message", "object", "reason"]
+            [
+                "action",
+                "document",
+                "field",
+                "fieldLine",
+                "file",
+                "hostname",
+                "line",
+                "message",
+                "object",
+                "reason"
+            ]
         );
         assert!(violation["field"].as_str().unwrap().starts_with("spec."));
     }
@@ -224,10 +243,10 @@ fn example_cluster_as_text_for_a_person() {
     }
     let text = &out.stdout;
     let b2 = text
-        .find("HTTPRoute/apps/b2\n")
+        .find("HTTPRoute/apps/b2  examples/cluster/routes.yaml:")
         .expect("b2's findings are grouped");
     let d1 = text
-        .find("HTTPRoute/apps/d1\n")
+        .find("HTTPRoute/apps/d1  examples/cluster/routes.yaml:")
         .expect("d1's findings are grouped");
     assert!(b2 < d1);
     assert!(
@@ -574,15 +593,14 @@ fn engine_flags_reach_the_engine() {
 
     let elsewhere = with_flags(&["--namespace", "elsewhere"]);
     assert_eq!(elsewhere.code, 0);
-    assert_eq!(
-        json_of(&elsewhere),
-        json!({"records": [], "violations": []})
-    );
+    assert_eq!(json_of(&elsewhere)["records"], json!([]));
+    assert_eq!(json_of(&elsewhere)["violations"], json!([]));
 
     // The example routes carry no status: in status mode nothing is attached, so nothing is found.
     let status = with_flags(&["--attachment", "status"]);
     assert_eq!(status.code, 0);
-    assert_eq!(json_of(&status), json!({"records": [], "violations": []}));
+    assert_eq!(json_of(&status)["records"], json!([]));
+    assert_eq!(json_of(&status)["violations"], json!([]));
 
     let by_env = run_with(&example, None, &[("GATEWAY_DNS_MODE", "warn")]);
     assert_eq!(by_env.code, 0, "flags can come from GATEWAY_DNS_*");
@@ -634,9 +652,34 @@ spec:
     let on = run(&["check", "--output", "json", path]);
     assert_eq!(on.code, 0, "{}", on.stderr);
     assert_eq!(names(&json_of(&on)), ["app.team.example.com"]);
-    let explicit = run(&["check", "--output", "json", "--listener-sets", "true", path]);
-    assert_eq!(json_of(&explicit), json_of(&on));
-    let off = run(&[
+    for on_again in [
+        &["--listener-sets"][..],
+        &["--listener-sets=true"],
+        &["--listener-sets=YES"],
+    ] {
+        let explicit = run(&[&["check", "--output", "json"][..], on_again, &[path]].concat());
+        assert_eq!(json_of(&explicit), json_of(&on), "{on_again:?}");
+    }
+    for off_flag in [
+        "--listener-sets=false",
+        "--listener-sets=0",
+        "--listener-sets=no",
+    ] {
+        let off = run(&["check", "--output", "json", off_flag, path]);
+        assert_eq!(off.code, 0, "{}", off.stderr);
+        assert!(names(&json_of(&off)).is_empty(), "{off_flag}");
+    }
+    for env_value in ["false", "0", "no", "FALSE"] {
+        let off = run_with(
+            &["check", "--output", "json", path],
+            None,
+            &[("GATEWAY_DNS_LISTENER_SETS", env_value)],
+        );
+        assert!(names(&json_of(&off)).is_empty(), "{env_value}");
+    }
+    assert_eq!(run(&["check", "--listener-sets=maybe", path]).code, 2);
+    // The older form, `true` or `false` as a separate word, is still read.
+    let separate = run(&[
         "check",
         "--output",
         "json",
@@ -644,7 +687,456 @@ spec:
         "false",
         path,
     ]);
-    assert_eq!(off.code, 0, "{}", off.stderr);
-    assert!(names(&json_of(&off)).is_empty());
-    assert_eq!(run(&["check", "--listener-sets", "maybe", path]).code, 2);
+    assert_eq!(separate.code, 0, "{}", separate.stderr);
+    assert!(names(&json_of(&separate)).is_empty());
+    // Any other word after a switch is a path, not a value.
+    let maybe = run(&["check", "--listener-sets", "maybe", path]);
+    assert_eq!(maybe.code, 2);
+    assert!(
+        maybe.stderr.contains("maybe: No such file"),
+        "{}",
+        maybe.stderr
+    );
+}
+
+// ---------------------------------------------------------------- strict and located
+
+#[test]
+fn skipped_documents_are_reported_in_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_map = write(
+        dir.path(),
+        "config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+    );
+    let empty = write(dir.path(), "empty.yaml", "# generated: nothing\n");
+    let out = run(&["check", "--output", "json", &config_map, &empty]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let outcome = json_of(&out);
+    assert_eq!(
+        outcome["skipped"],
+        json!([
+            {"file": config_map, "document": 1, "line": 1, "apiVersion": "v1", "kind": "ConfigMap"},
+            {"file": empty, "document": 1, "line": null, "apiVersion": null, "kind": null},
+        ])
+    );
+    assert_eq!(outcome["summary"]["skipped"], 2);
+
+    let text = run(&["check", &config_map, &empty]);
+    assert_eq!(text.code, 0);
+    assert!(
+        text.stdout.contains(&format!(
+            "{config_map}: document 1 (line 1): ConfigMap (v1)"
+        )) && text.stdout.contains(&format!("{empty}: no documents"))
+            && text
+                .stdout
+                .contains("0 record(s), 0 denial(s), 0 warning(s), 2 skipped document(s)"),
+        "{}",
+        text.stdout
+    );
+    let github = run(&["check", "--output", "github", &config_map]);
+    assert!(
+        github.stdout.starts_with(&format!(
+            "::notice file={config_map},line=1,title=Skipped::"
+        )),
+        "{}",
+        github.stdout
+    );
+}
+
+#[test]
+fn a_typo_in_a_gateway_api_kind_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "routes.yaml",
+        &format!(
+            "{GATEWAY_YAML}---\n{}",
+            route_yaml("r", "a.example.com").replace("kind: HTTPRoute", "kind: HTTPRoutes")
+        ),
+    );
+    let out = run(&["check", &file]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stdout.is_empty());
+    for part in [
+        format!("{file}: document 2 (line 10)"),
+        "unknown kind \"HTTPRoutes\"".to_owned(),
+    ] {
+        assert!(out.stderr.contains(&part), "{part} in {}", out.stderr);
+    }
+    // GatewayClass is a known kind gateway-dns has no use for: skipped, not an error.
+    let class = write(
+        dir.path(),
+        "class.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: c}\n",
+    );
+    assert_eq!(run(&["check", &class]).code, 0);
+}
+
+#[test]
+fn duplicate_keys_exit_2_with_file_line_and_column() {
+    // `cat gateways.yaml routes.yaml` without a `---` between them.
+    let joined = format!("{GATEWAY_YAML}{}", route_yaml("r", "a.example.com"));
+    let out = run_with(&["check", "-"], Some(&joined), &[]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("<stdin>:9:1: document 1: duplicate key \"apiVersion\" in the top-level mapping (first written on line 1)"),
+        "{}",
+        out.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "gw.yaml",
+        &GATEWAY_YAML.replace(
+            "metadata: {name: gw, namespace: infra}",
+            "metadata: {name: gw, namespace: infra, name: other}",
+        ),
+    );
+    let out = run(&["check", &file]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains(&format!(
+            "{file}:3:40: document 1: duplicate key \"name\" in `metadata`"
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A route with a warning (unknown parent) and one with a denial (outside the listener).
+fn findings_fixture(dir: &Path) -> String {
+    let gateway = GATEWAY_YAML.replace(
+        "protocol: HTTP, port: 80,",
+        "protocol: HTTP, port: 80, hostname: '*.example.com',",
+    );
+    let routes = format!(
+        "{}---\n{}",
+        route_yaml("lost", "lost.example.com").replace("name: gw,", "name: nope,"),
+        route_yaml("outside", "www.example.org")
+    );
+    write(dir, "gw.yaml", &gateway);
+    write(dir, "routes.yaml", &routes)
+}
+
+#[test]
+fn findings_carry_file_document_and_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let routes = findings_fixture(dir.path());
+    let out = run(&["check", "--output", "json", dir.path().to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let outcome = json_of(&out);
+    let violations = outcome["violations"].as_array().unwrap();
+    let lost = violations
+        .iter()
+        .find(|v| v["object"] == "HTTPRoute/apps/lost")
+        .unwrap();
+    assert_eq!(lost["file"], routes.as_str());
+    assert_eq!(lost["document"], 1);
+    assert_eq!(lost["line"], 1);
+    assert_eq!(lost["field"], "spec.parentRefs[0]");
+    assert_eq!(lost["fieldLine"], 5);
+    let outside = violations
+        .iter()
+        .find(|v| v["object"] == "HTTPRoute/apps/outside")
+        .unwrap();
+    assert_eq!(
+        (
+            &outside["document"],
+            &outside["line"],
+            &outside["field"],
+            &outside["fieldLine"]
+        ),
+        (
+            &json!(2),
+            &json!(8),
+            &json!("spec.hostnames[0]"),
+            &json!(13)
+        )
+    );
+    assert_eq!(
+        outcome["summary"],
+        json!({"records": 0, "denials": 1, "warnings": 1, "audits": 0, "skipped": 0})
+    );
+
+    let text = run(&["check", dir.path().to_str().unwrap()]);
+    assert!(
+        text.stdout.contains(&format!(
+            "HTTPRoute/apps/outside  {routes}:8 (document 2)\n"
+        )) && text
+            .stdout
+            .contains(&format!("        at {routes}:13 (spec.hostnames[0])\n")),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn fail_on_sets_the_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    findings_fixture(dir.path());
+    let path = dir.path().to_str().unwrap();
+    let only_warning = ["--action", "NoMatchingListenerHostname=ignore"];
+    let default = run(&[&["check", path][..], &only_warning].concat());
+    assert_eq!(default.code, 0, "a warning alone passes by default");
+    let deny = run(&[&["check", "--fail-on", "deny", path][..], &only_warning].concat());
+    assert_eq!(deny.code, 0);
+    let warn = run(&[&["check", "--fail-on", "warn", path][..], &only_warning].concat());
+    assert_eq!(warn.code, 1, "{}", warn.stdout);
+    let by_env = run_with(
+        &[&["check", path][..], &only_warning].concat(),
+        None,
+        &[("GATEWAY_DNS_FAIL_ON", "warn")],
+    );
+    assert_eq!(by_env.code, 1);
+    assert_eq!(run(&["check", "--fail-on", "audit", path]).code, 2);
+}
+
+#[test]
+fn github_output_is_workflow_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let routes = findings_fixture(dir.path());
+    let out = run(&["check", "--output", "github", dir.path().to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with(&format!(
+            "::warning file={routes},line=5,title=ParentNotFound (HTTPRoute/apps/lost)::ParentNotFound: "
+        )),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "::error file={routes},line=13,title=NoMatchingListenerHostname (HTTPRoute/apps/outside)::"
+        )),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2],
+        "gateway-dns check: 0 record(s), 1 denial(s), 1 warning(s), 0 skipped document(s)"
+    );
+    // Input errors become an annotation too, so the run says why it stopped.
+    let bad = run_with(
+        &["check", "--output", "github", "-"],
+        Some("a: [unclosed\n"),
+        &[],
+    );
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stdout
+            .starts_with("::error title=gateway-dns check::<stdin>: document 1"),
+        "{}",
+        bad.stdout
+    );
+}
+
+#[test]
+fn check_help_documents_the_exit_codes() {
+    let out = run(&["check", "--help"]);
+    assert_eq!(out.code, 0);
+    for part in ["Exit status:", "  0  ", "  1  ", "  2  ", "--fail-on"] {
+        assert!(out.stdout.contains(part), "{part} in {}", out.stdout);
+    }
+}
+
+// ---------------------------------------------------------------- the CLI for external-dns users
+
+/// Parses as the binary does (the older `--flag false` form joined first).
+fn parse(args: &[&str]) -> Result<gateway_dns::cli::Cli, clap::Error> {
+    use clap::Parser as _;
+    let argv = std::iter::once("gateway-dns")
+        .chain(args.iter().copied())
+        .map(std::ffi::OsString::from);
+    gateway_dns::cli::Cli::try_parse_from(gateway_dns::cli::join_boolean_values(argv))
+}
+
+fn serve_args(args: &[&str]) -> gateway_dns::cli::ServeArgs {
+    match parse(&[&["serve"][..], args].concat()) {
+        Ok(gateway_dns::cli::Cli {
+            command: gateway_dns::cli::Command::Serve(serve),
+        }) => *serve,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+/// (alias, what it stands for): external-dns's names, hidden from --help.
+const ALIASES: [(&str, &str); 7] = [
+    ("--domain-filter", "--zone"),
+    ("--label-filter", "--route-selector"),
+    ("--rfc2136-host", "--rfc2136-server"),
+    ("--rfc2136-port", "--rfc2136-server"),
+    ("--metrics-address", "--metrics-listen"),
+    ("--namespace", "--route-namespace"),
+    ("--log-level", "--log-level"),
+];
+
+#[test]
+fn external_dns_names_are_hidden_aliases() {
+    let serve = serve_args(&[
+        "--domain-filter",
+        "example.com,example.org",
+        "--label-filter",
+        "team=a",
+        "--rfc2136-host",
+        "bind.dns.svc",
+        "--rfc2136-port",
+        "5353",
+        "--metrics-address",
+        ":7979",
+        "--namespace",
+        "apps",
+        "--log-level",
+        "warning",
+        "--log-format",
+        "json",
+    ]);
+    assert_eq!(serve.zones, ["example.com", "example.org"]);
+    assert_eq!(serve.engine.route_selector.as_deref(), Some("team=a"));
+    assert_eq!(serve.rfc2136_host.as_deref(), Some("bind.dns.svc"));
+    assert_eq!(serve.rfc2136_port, Some(5353));
+    assert_eq!(serve.metrics_listen, Some("0.0.0.0:7979".parse().unwrap()));
+    assert_eq!(serve.engine.namespace.as_deref(), Some("apps"));
+    assert_eq!(serve.log_level, "warn");
+    assert_eq!(serve.log_format, gateway_dns::cli::LogFormat::Json);
+    // Both ways of naming the RFC 2136 server at once are refused.
+    assert!(parse(&["serve", "--rfc2136-server", "a:53", "--rfc2136-host", "b"]).is_err());
+
+    let help = run(&["serve", "--help"]).stdout;
+    let migrating =
+        std::fs::read_to_string(crate_dir().join("docs/migrating-from-external-dns.md")).unwrap();
+    for (alias, target) in ALIASES {
+        if alias != target {
+            assert!(
+                !help.contains(&format!("{alias} ")),
+                "{alias} is hidden from --help"
+            );
+            assert!(help.contains(target), "{target} in --help");
+        }
+        assert!(
+            migrating.contains(&format!("`{alias}")),
+            "docs/migrating-from-external-dns.md lists {alias}"
+        );
+    }
+}
+
+#[test]
+fn booleans_are_switches_with_an_optional_value() {
+    let defaults = serve_args(&[]);
+    assert!(defaults.webhook && defaults.sync && defaults.leader_election);
+    assert!(!defaults.dry_run && !defaults.once);
+    let set = serve_args(&[
+        "--dry-run",
+        "--once=true",
+        "--webhook=false",
+        "--leader-election=0",
+    ]);
+    assert!(set.dry_run && set.once && !set.webhook && !set.leader_election);
+    for (value, expected) in [
+        ("true", true),
+        ("yes", true),
+        ("1", true),
+        ("false", false),
+        ("no", false),
+        ("0", false),
+    ] {
+        assert_eq!(
+            serve_args(&[&format!("--sync={value}")]).sync,
+            expected,
+            "{value}"
+        );
+    }
+    assert!(parse(&["serve", "--dry-run=maybe"]).is_err());
+    // The older separate word is read for `true` and `false`, the words it always took.
+    let legacy = serve_args(&["--webhook", "false", "--sync", "true", "--dry-run"]);
+    assert!(!legacy.webhook && legacy.sync && legacy.dry_run);
+    assert!(parse(&["serve", "--webhook", "no"]).is_err());
+    // Nothing after `--` is rewritten.
+    assert!(parse(&["check", "--", "--listener-sets", "false"]).is_ok());
+    let by_env = run_with(
+        &["check", "--output", "json", "examples/cluster"],
+        None,
+        &[("GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION", "yes")],
+    );
+    assert_eq!(by_env.code, 1, "{}", by_env.stderr);
+    let bad_env = run_with(
+        &["check", "examples/cluster"],
+        None,
+        &[("GATEWAY_DNS_IGNORE_HOSTNAME_ANNOTATION", "maybe")],
+    );
+    assert_eq!(bad_env.code, 2);
+    assert!(
+        bad_env.stderr.contains("true|false|1|0|yes|no"),
+        "{}",
+        bad_env.stderr
+    );
+}
+
+#[test]
+fn certs_flags_are_named_like_serves() {
+    for args in [
+        &[
+            "certs",
+            "--service-name",
+            "web",
+            "--service-namespace",
+            "edge",
+        ][..],
+        // The earlier names keep working.
+        &["certs", "--service", "web", "--namespace", "edge"],
+    ] {
+        match parse(args) {
+            Ok(gateway_dns::cli::Cli {
+                command: gateway_dns::cli::Command::Certs(certs),
+            }) => {
+                assert_eq!(
+                    (
+                        certs.service_name.as_str(),
+                        certs.service_namespace.as_str()
+                    ),
+                    ("web", "edge"),
+                    "{args:?}"
+                );
+            }
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn serve_help_is_grouped_under_headings() {
+    let help = run(&["serve", "--help"]).stdout;
+    let headings = [
+        ("Sources:", "--manifests"),
+        ("Webhook:", "--listen"),
+        ("DNS:", "--provider"),
+        ("Provider (RFC 2136, PowerDNS):", "--rfc2136-server"),
+        ("Leader election:", "--lease-name"),
+        ("Metrics and logs:", "--metrics-listen"),
+        ("Engine (shared with check):", "--conflict-resolution"),
+        ("Exit status:", "--once"),
+    ];
+    let mut last = 0;
+    for (heading, flag) in headings {
+        let at = help
+            .find(&format!("\n{heading}\n"))
+            .unwrap_or_else(|| panic!("{heading} in {help}"));
+        assert!(at > last, "{heading} comes after the one before");
+        let section_end = help[at + 1..]
+            .find("\n\n\n")
+            .map_or(help.len(), |end| at + 1 + end);
+        let next_heading = headings
+            .iter()
+            .filter_map(|(h, _)| help[at + 1..].find(&format!("\n{h}\n")))
+            .min()
+            .map_or(section_end, |offset| at + 1 + offset);
+        assert!(
+            help[at..next_heading].contains(flag),
+            "{flag} under {heading}"
+        );
+        last = at;
+    }
 }

@@ -493,9 +493,9 @@ pub fn run_certs(service: &str, namespace: &str, out: &Path) {
     let output = Command::new(binary())
         .args([
             "certs",
-            "--service",
+            "--service-name",
             service,
-            "--namespace",
+            "--service-namespace",
             namespace,
             "--out",
         ])
