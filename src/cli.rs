@@ -436,7 +436,7 @@ pub enum OutputFormat {
     Text,
     /// The stable JSON: records, violations, skipped documents and a summary.
     Json,
-    /// GitHub Actions workflow commands (`::error file=…,line=…::`), one per finding.
+    /// GitHub Actions workflow commands (`::error file=F,line=N::`), one per finding.
     Github,
 }
 

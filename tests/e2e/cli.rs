@@ -339,14 +339,14 @@ fn man_pages_render_and_list_every_flag() {
         );
     }
     assert!(root.contains(&format!("gateway-dns {}", env!("CARGO_PKG_VERSION"))));
-    // Each subcommand's page lists each of its flags.
+    // Each subcommand's page lists each of its flags (hidden aliases stay out, as in --help).
     let command = Cli::command();
     for subcommand in command.get_subcommands() {
         let page = render_page(
             &dir.path()
                 .join(format!("gateway-dns-{}.1", subcommand.get_name())),
         );
-        for argument in subcommand.get_arguments() {
+        for argument in subcommand.get_arguments().filter(|a| !a.is_hide_set()) {
             if let Some(long) = argument.get_long() {
                 assert!(
                     page.contains(&format!("--{long}")),

@@ -1573,7 +1573,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 5] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 7] = [
     (
         "kubectl",
         &[
@@ -1597,15 +1597,31 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 5] = [
         ],
     ),
     ("curl", &["--cacert", "--data"]),
+    (
+        "helm",
+        &[
+            "--create-namespace",
+            "--reuse-values",
+            "--set",
+            "--set-json",
+        ],
+    ),
+    ("docker", &["--build-arg"]),
     // Named where the docs compare external-dns's flags with ours.
     (
         "external-dns",
         &[
+            "--events",
             "--gateway-label-filter",
+            "--gateway-listener-sets",
+            "--min-event-sync-interval",
             "--pdns-api-key",
+            "--registry",
+            "--rfc2136-axfr",
             "--rfc2136-tsig-keyname",
             "--rfc2136-tsig-secret",
             "--rfc2136-tsig-secret-alg",
+            "--source",
             "--txt-prefix",
             "--txt-suffix",
         ],
@@ -1683,6 +1699,12 @@ fn docs_name_only_flags_and_exit_codes_the_binary_has() {
     let mut own = BTreeSet::new();
     let mut cli = Cli::command();
     cli.build();
+    // The top-level flags (`--version`, `--help`) are gateway-dns's too.
+    for argument in cli.get_arguments() {
+        if let Some(long) = argument.get_long() {
+            own.insert(format!("--{long}"));
+        }
+    }
     for subcommand in cli.get_subcommands() {
         for argument in subcommand.get_arguments() {
             if let Some(long) = argument.get_long() {
