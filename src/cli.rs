@@ -91,6 +91,51 @@ pub struct ServeArgs {
     /// Every admission request is answered within this time (else allowed with a warning).
     #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE")]
     pub admission_deadline: std::time::Duration,
+    /// Webhook and metrics listeners: a TLS handshake not finished within this is dropped.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_HANDSHAKE_TIMEOUT")]
+    pub handshake_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: a connection that starts no request within this of its
+    /// accept (TLS handshake included) is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_FIRST_REQUEST_TIMEOUT")]
+    pub first_request_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: a connection (HTTP/1.1 keep-alive or h2) with no request
+    /// in progress for this long is closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_IDLE_TIMEOUT")]
+    pub idle_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: h2 connections are pinged this often, and closed when a
+    /// ping goes unanswered for as long.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "GATEWAY_DNS_HTTP2_KEEPALIVE_INTERVAL")]
+    pub http2_keepalive_interval: std::time::Duration,
+    /// Webhook and metrics listeners, each: open connections at once. At the cap the
+    /// longest-idle connection is closed to make room; accept never pauses.
+    #[arg(long, default_value_t = 4096, env = "GATEWAY_DNS_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Webhook and metrics listeners, each: open connections from one source address. At the
+    /// cap that address's longest-idle connection is closed to make room.
+    #[arg(
+        long,
+        default_value_t = 1024,
+        env = "GATEWAY_DNS_MAX_CONNECTIONS_PER_SOURCE"
+    )]
+    pub max_connections_per_source: usize,
+    /// Embedded DNS over TCP: a connection with no query for this long is closed (RFC 7766
+    /// suggests seconds).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_DNS_TCP_IDLE_TIMEOUT")]
+    pub dns_tcp_idle_timeout: std::time::Duration,
+    /// Embedded DNS over TCP: open connections at once (the longest-idle one makes room).
+    #[arg(
+        long,
+        default_value_t = 256,
+        env = "GATEWAY_DNS_DNS_TCP_MAX_CONNECTIONS"
+    )]
+    pub dns_tcp_max_connections: usize,
+    /// Embedded DNS over TCP: open connections from one source address.
+    #[arg(
+        long,
+        default_value_t = 64,
+        env = "GATEWAY_DNS_DNS_TCP_MAX_CONNECTIONS_PER_SOURCE"
+    )]
+    pub dns_tcp_max_connections_per_source: usize,
     /// Run the webhook (false: the sync loop alone).
     #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
     pub webhook: bool,

@@ -17,21 +17,24 @@ use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
 
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
+use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 const MAX_UDP_PAYLOAD: u16 = 1232;
-const TCP_IDLE: Duration = Duration::from_secs(10);
-const MAX_TCP_CONNECTIONS: usize = 256;
+const DNS_HEADER_LEN: usize = 12;
+/// The QR bit in the third byte of the header: set on responses.
+const QR_BIT: u8 = 0x80;
+/// A TCP query's body (after its length) and its answer must move within this.
+const QUERY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// CNAME chains followed inside our zones.
 const MAX_CNAME_HOPS: usize = 8;
 const SOA_REFRESH: i32 = 3600;
@@ -48,6 +51,8 @@ pub struct EmbeddedConfig {
     pub zones: Vec<String>,
     /// TTL of the SOA and NS records.
     pub soa_ttl: u32,
+    /// Connection caps and idle timeout of the TCP side.
+    pub tcp_limits: ConnectionLimits,
 }
 
 impl EmbeddedConfig {
@@ -56,6 +61,7 @@ impl EmbeddedConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
+            tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
         }
     }
 }
@@ -200,7 +206,7 @@ impl EmbeddedDns {
         let soa_ttl = config.soa_ttl;
         let tasks = vec![
             tokio::spawn(serve_udp(udp, store.clone(), soa_ttl)),
-            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl)),
+            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl, config.tcp_limits)),
         ];
         Ok(EmbeddedDns {
             store,
@@ -325,42 +331,64 @@ async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
     }
 }
 
-async fn serve_tcp(listener: TcpListener, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+async fn serve_tcp(
+    listener: TcpListener,
+    store: Arc<RwLock<Store>>,
+    soa_ttl: u32,
+    limits: ConnectionLimits,
+) {
     // Connection tasks live in this set: aborting the server aborts them too.
     let mut connections = JoinSet::new();
-    let slots = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+    let table = ConnectionTable::new(limits);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let Ok((stream, _)) = accepted else {
-            continue;
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                debug!(error = %err, "embedded DNS: TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            continue; // over the limit: drop the connection
+        // A full table closes its longest-idle connection; accept never pauses.
+        let Ok(guard) = table.admit(peer.ip()) else {
+            continue; // every connection is mid-query: drop this one
         };
         let store = store.clone();
         connections.spawn(async move {
-            let _permit = permit;
-            serve_connection(stream, store, soa_ttl).await;
+            tokio::select! {
+                () = serve_connection(stream, &store, soa_ttl, &guard) => {}
+                () = guard.expired() => {}
+            }
         });
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+async fn serve_connection(
+    mut stream: TcpStream,
+    store: &RwLock<Store>,
+    soa_ttl: u32,
+    guard: &ConnectionGuard,
+) {
+    // Bounded by the idle timeout: `guard.expired()` ends this loop when no query arrives.
     loop {
         let mut len = [0u8; 2];
-        match timeout(TCP_IDLE, stream.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
+        if stream.read_exact(&mut len).await.is_err() {
+            return;
         }
+        // From the first byte of a query to its answer, the connection is busy.
+        let _in_progress = guard.begin_request();
         let mut request = vec![0u8; u16::from_be_bytes(len) as usize];
-        match timeout(TCP_IDLE, stream.read_exact(&mut request)).await {
+        // A query that starts must finish promptly, or the connection was only pretending.
+        match timeout(QUERY_READ_TIMEOUT, stream.read_exact(&mut request)).await {
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(answer) = answer_bytes(&request, &store, soa_ttl, false) else {
+        let Some(answer) = answer_bytes(&request, store, soa_ttl, false) else {
             return;
         };
         let Ok(answer_len) = u16::try_from(answer.len()) else {
@@ -369,7 +397,10 @@ async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_
         let mut framed = Vec::with_capacity(answer.len() + 2);
         framed.extend_from_slice(&answer_len.to_be_bytes());
         framed.extend_from_slice(&answer);
-        if stream.write_all(&framed).await.is_err() {
+        if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
+            .await
+            .map_or(true, |written| written.is_err())
+        {
             return;
         }
     }
@@ -377,6 +408,11 @@ async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_
 
 /// Decode a request and encode the answer; `None` when there is nothing sensible to send.
 fn answer_bytes(request: &[u8], store: &RwLock<Store>, soa_ttl: u32, udp: bool) -> Option<Vec<u8>> {
+    // Shorter than a header, or itself a response (QR=1): answering would only feed loops
+    // and reflection, so such packets are dropped (RFC 1035 4.1.1; RFC 5358).
+    if request.len() < DNS_HEADER_LEN || request[2] & QR_BIT != 0 {
+        return None;
+    }
     let request = match Message::from_vec(request) {
         Ok(request) => request,
         Err(_) => {
@@ -421,6 +457,15 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
         response.set_edns(edns);
+    }
+    // Only EDNS version 0 exists; anything else gets BADVERS (RFC 6891 6.1.3).
+    if request
+        .edns
+        .as_ref()
+        .is_some_and(|edns| edns.version() != 0)
+    {
+        response.metadata.response_code = ResponseCode::BADVERS;
+        return response;
     }
     if request.metadata.op_code != OpCode::Query {
         response.metadata.response_code = ResponseCode::NotImp;

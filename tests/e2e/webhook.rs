@@ -606,6 +606,7 @@ async fn metrics_are_served_on_the_webhook_and_on_a_plain_listener() {
     let serving = tokio::spawn(server::serve_plain(
         listener,
         server::metrics_router(webhook.metrics.clone()),
+        server::ListenerOptions::default(),
         async {
             let _ = stopped.await;
         },
