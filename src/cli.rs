@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::{
-    AttachmentMode, Config, ConfigError, ConflictResolution, Mode, Scope, selector,
+    AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
+    DEFAULT_MAX_ROUTE_PARENT_REFS, Mode, Scope, selector,
 };
 
 #[derive(Debug, Parser)]
@@ -24,7 +25,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate YAML/JSON files offline: the records they would publish and every finding.
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// Run the admission webhook and the DNS sync loop over one in-memory index.
     Serve(Box<ServeArgs>),
     /// Write a CA and a serving certificate for the webhook's Service.
@@ -341,6 +342,14 @@ pub struct EngineArgs {
         value_delimiter = ','
     )]
     pub actions: Vec<String>,
+    /// Most hostnames (spec.hostnames plus the external-dns annotation) one route may have;
+    /// a route with more is denied (TooManyHostnames) and publishes nothing.
+    #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_HOSTNAMES, env = "GATEWAY_DNS_MAX_ROUTE_HOSTNAMES")]
+    pub max_route_hostnames: usize,
+    /// Most parentRefs one route may have; a route with more is denied (TooManyParentRefs) and
+    /// publishes nothing.
+    #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_PARENT_REFS, env = "GATEWAY_DNS_MAX_ROUTE_PARENT_REFS")]
+    pub max_route_parent_refs: usize,
 }
 
 impl EngineArgs {
@@ -367,6 +376,8 @@ impl EngineArgs {
             conflict_resolution: self.conflict_resolution.parse::<ConflictResolution>()?,
             mode: self.mode.parse::<Mode>()?,
             actions,
+            max_route_hostnames: self.max_route_hostnames,
+            max_route_parent_refs: self.max_route_parent_refs,
         })
     }
 }

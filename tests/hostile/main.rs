@@ -7,3 +7,4 @@ mod support;
 
 mod connections;
 mod dns;
+mod routes;
