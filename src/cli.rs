@@ -137,6 +137,15 @@ pub struct ServeArgs {
         env = "GATEWAY_DNS_DNS_TCP_MAX_CONNECTIONS_PER_SOURCE"
     )]
     pub dns_tcp_max_connections_per_source: usize,
+    /// Embedded DNS over UDP: answers per second to one source address (response rate
+    /// limiting, a token bucket per source; queries beyond it are dropped); 0 turns it off.
+    #[arg(long, default_value_t = 100, env = "GATEWAY_DNS_DNS_RRL_RATE")]
+    pub dns_rrl_rate: u32,
+    /// Webhook: require a client certificate signed by a CA in this PEM file (kube-apiserver
+    /// presents one when its AdmissionConfiguration gives it a kubeconfig for the webhook).
+    /// Without it any client may call the webhook.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
     /// Run the webhook (false: the sync loop alone).
     #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK")]
     pub webhook: bool,

@@ -306,7 +306,11 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
     let listener = server::bind(args.listen).await?;
     tracing::info!(addr = %args.listen, "webhook listening (HTTPS)");
     let readiness = process.readiness.clone();
-    let config = tls_runtime.server_config.clone();
+    let config = match &args.client_ca {
+        Some(client_ca) => tls::requiring_client_certs(&tls_runtime, client_ca)
+            .with_context(|| format!("--client-ca {}", client_ca.display()))?,
+        None => tls_runtime.server_config.clone(),
+    };
     let listener_options = listener_options(args);
     process.tasks.spawn(async move {
         // Keep the TLS runtime (and its reloader) alive as long as the server runs.
@@ -430,6 +434,7 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                 first_request_timeout: args.dns_tcp_idle_timeout,
                 idle_timeout: args.dns_tcp_idle_timeout,
             };
+            config.udp_answers_per_source_per_second = args.dns_rrl_rate;
             let server = embedded::EmbeddedDns::start(config).await?;
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
             Arc::new(server)

@@ -6,8 +6,8 @@
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
 //! REFUSED for names outside the zones, the SOA serial bumped on every change.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -53,7 +53,14 @@ pub struct EmbeddedConfig {
     pub soa_ttl: u32,
     /// Connection caps and idle timeout of the TCP side.
     pub tcp_limits: ConnectionLimits,
+    /// UDP answers per second to one source address (a token bucket holding as many), so that
+    /// spoofed queries cannot turn the server into an amplifier; 0 turns the limit off.
+    pub udp_answers_per_source_per_second: u32,
 }
+
+/// The default of [`EmbeddedConfig::udp_answers_per_source_per_second`]: far above what one
+/// resolver asks of a few zones, far below what makes a useful reflector.
+pub const DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND: u32 = 100;
 
 impl EmbeddedConfig {
     pub fn new(zones: Vec<String>) -> Self {
@@ -62,6 +69,7 @@ impl EmbeddedConfig {
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
             tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
+            udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
         }
     }
 }
@@ -205,7 +213,12 @@ impl EmbeddedDns {
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
         let tasks = vec![
-            tokio::spawn(serve_udp(udp, store.clone(), soa_ttl)),
+            tokio::spawn(serve_udp(
+                udp,
+                store.clone(),
+                soa_ttl,
+                config.udp_answers_per_source_per_second,
+            )),
             tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl, config.tcp_limits)),
         ];
         Ok(EmbeddedDns {
@@ -315,8 +328,14 @@ impl Provider for EmbeddedDns {
     }
 }
 
-async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+async fn serve_udp(
+    socket: UdpSocket,
+    store: Arc<RwLock<Store>>,
+    soa_ttl: u32,
+    answers_per_second: u32,
+) {
     let mut buffer = vec![0u8; 4096];
+    let mut limiter = AnswerRateLimiter::new(answers_per_second);
     loop {
         let (len, peer) = match socket.recv_from(&mut buffer).await {
             Ok(received) => received,
@@ -325,8 +344,56 @@ async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
                 continue;
             }
         };
+        if !limiter.allow(peer.ip(), std::time::Instant::now()) {
+            continue;
+        }
         if let Some(answer) = answer_bytes(&buffer[..len], &store, soa_ttl, true) {
             let _ = socket.send_to(&answer, peer).await;
+        }
+    }
+}
+
+/// Sources whose buckets are kept at once; beyond, full buckets are forgotten first.
+const MAX_TRACKED_SOURCES: usize = 65_536;
+
+/// Response rate limiting: one token bucket per source address, `rate` tokens a second and
+/// as many at most; an answer takes a token, and without one the query is dropped.
+struct AnswerRateLimiter {
+    rate: f64,
+    buckets: HashMap<IpAddr, (f64, std::time::Instant)>,
+}
+
+impl AnswerRateLimiter {
+    fn new(rate: u32) -> Self {
+        Self {
+            rate: f64::from(rate),
+            buckets: HashMap::new(),
+        }
+    }
+
+    fn allow(&mut self, source: IpAddr, now: std::time::Instant) -> bool {
+        if self.rate == 0.0 {
+            return true;
+        }
+        let rate = self.rate;
+        let refilled = |(tokens, since): (f64, std::time::Instant)| {
+            (tokens + now.duration_since(since).as_secs_f64() * rate).min(rate)
+        };
+        if self.buckets.len() >= MAX_TRACKED_SOURCES && !self.buckets.contains_key(&source) {
+            // Memory stays bounded however many sources (spoofed or not) ask.
+            self.buckets.retain(|_, bucket| refilled(*bucket) < rate);
+            if self.buckets.len() >= MAX_TRACKED_SOURCES {
+                self.buckets.clear();
+            }
+        }
+        let bucket = self.buckets.entry(source).or_insert((rate, now));
+        let tokens = refilled(*bucket);
+        if tokens >= 1.0 {
+            *bucket = (tokens - 1.0, now);
+            true
+        } else {
+            *bucket = (tokens, now);
+            false
         }
     }
 }
@@ -632,6 +699,19 @@ mod tests {
         let mut request = Message::query();
         request.add_query(Query::query(wire_name(name).unwrap(), qtype));
         respond(&store(), &request, 300)
+    }
+
+    #[test]
+    fn answers_per_source_are_limited_and_refill() {
+        let mut limiter = AnswerRateLimiter::new(3);
+        let start = std::time::Instant::now();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let allowed = (0..10).filter(|_| limiter.allow(a, start)).count();
+        assert_eq!(allowed, 3);
+        assert!(limiter.allow(b, start), "another source has its own bucket");
+        assert!(limiter.allow(a, start + Duration::from_millis(400)));
+        assert!(AnswerRateLimiter::new(0).allow(a, start), "0 turns it off");
     }
 
     #[test]

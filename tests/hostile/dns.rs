@@ -214,3 +214,39 @@ async fn short_packets_and_responses_are_dropped_not_answered() {
         .expect("an answer");
     assert_eq!(rcode(&good), 0);
 }
+
+#[tokio::test]
+async fn udp_answers_to_one_source_are_rate_limited() {
+    let mut config = EmbeddedConfig::new(vec![ZONE.into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.udp_answers_per_source_per_second = 5;
+    let dns = EmbeddedDns::start(config).await.unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let queries = 40;
+    for _ in 0..queries {
+        socket
+            .send_to(&soa_query(None), dns.local_addr())
+            .await
+            .unwrap();
+    }
+    let mut answered = 0;
+    let mut buffer = vec![0u8; 4096];
+    // Bounded: one answer per query at most, each awaited briefly.
+    for _ in 0..queries {
+        match tokio::time::timeout(Duration::from_millis(300), socket.recv_from(&mut buffer)).await
+        {
+            Ok(Ok(_)) => answered += 1,
+            _ => break,
+        }
+    }
+    assert!(answered >= 5, "the burst is answered ({answered})");
+    assert!(answered < queries / 2, "{answered} of {queries} answered");
+    // Another source has its own bucket.
+    let other = UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    other
+        .send_to(&soa_query(None), dns.local_addr())
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(ANSWER_LIMIT, other.recv_from(&mut buffer)).await;
+    assert!(matches!(answer, Ok(Ok(_))), "another source is answered");
+}

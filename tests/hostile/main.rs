@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod client_certs;
 mod connections;
 mod dns;
 mod routes;

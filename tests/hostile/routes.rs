@@ -101,3 +101,34 @@ fn the_index_keeps_an_oversized_route_without_expanding_it() {
         assert_eq!(snapshot.claims().count(), 0);
     });
 }
+
+#[test]
+fn field_paths_count_past_65535() {
+    let cfg = Config {
+        max_route_hostnames: usize::MAX,
+        ..Config::default()
+    };
+    let index = index_with_gateways(cfg.clone());
+    // Hostname 65,537 (index 65,536) is the invalid one.
+    let mut hostnames: Vec<String> = (0..65_536)
+        .map(|i| format!("h{i}.l0.example.com"))
+        .collect();
+    hostnames.push("not_valid.l0.example.com".to_owned());
+    let route = big_route::decode(serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "long", "namespace": "shop"},
+        "spec": {"parentRefs": [{"name": "gw0", "namespace": "infra"}], "hostnames": hostnames},
+    }));
+    let gateway_dns::model::Object::Route(route) = route else {
+        panic!("a route")
+    };
+    let eval = index.read(|snapshot| gateway_dns::engine::evaluate_route(snapshot, &cfg, &route));
+    let invalid: Vec<&str> = eval
+        .findings
+        .iter()
+        .filter(|f| f.reason == Reason::InvalidHostname)
+        .map(|f| &*f.field)
+        .collect();
+    assert_eq!(invalid, ["spec.hostnames[65536]"]);
+}
