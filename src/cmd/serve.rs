@@ -352,7 +352,7 @@ async fn start_metrics_listener(
 ) -> Result<()> {
     let listener = server::bind(addr).await?;
     tracing::info!(%addr, "metrics listening (HTTP)");
-    let app = server::metrics_router(process.metrics.clone());
+    let app = server::metrics_router(process.metrics.clone(), process.readiness.clone());
     process.tasks.spawn(async move {
         server::serve_plain(listener, app, options, std::future::pending::<()>()).await?;
         Ok(())

@@ -94,17 +94,31 @@ pub fn router(state: WebhookState) -> Router {
     router.fallback(not_found).with_state(state)
 }
 
-/// The routes of the plain-HTTP metrics listener (`--metrics-listen`): `/metrics`, `/healthz`.
-pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+/// The routes of the plain-HTTP metrics listener (`--metrics-listen`): `/metrics`, `/healthz`
+/// and `/readyz` (so that probes need no client certificate when `--client-ca` is set).
+pub fn metrics_router(metrics: Arc<Metrics>, readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State(metrics): State<Arc<Metrics>>| async move { metrics_response(&metrics) })
-                .fallback(only_get),
+            get(
+                |State((metrics, _)): State<(Arc<Metrics>, Arc<Readiness>)>| async move {
+                    metrics_response(&metrics)
+                },
+            )
+            .fallback(only_get),
         )
         .route("/healthz", get(healthz).fallback(only_get))
+        .route(
+            "/readyz",
+            get(
+                |State((_, readiness)): State<(Arc<Metrics>, Arc<Readiness>)>| async move {
+                    readiness_response(&readiness)
+                },
+            )
+            .fallback(only_get),
+        )
         .fallback(not_found)
-        .with_state(metrics)
+        .with_state((metrics, readiness))
 }
 
 /// Runs the HTTPS webhook on `listen` until `shutdown` completes: loads the certificates from
@@ -485,7 +499,10 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<WebhookState>) -> Response {
-    let readiness = &state.readiness;
+    readiness_response(&state.readiness)
+}
+
+fn readiness_response(readiness: &Readiness) -> Response {
     let status = if readiness.is_ready() {
         StatusCode::OK
     } else {

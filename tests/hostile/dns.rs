@@ -150,7 +150,10 @@ async fn idle_metrics_connections_affect_neither_healthz_nor_dns() {
     let metrics_addr = listener.local_addr().unwrap();
     let serving = tokio::spawn(server::serve_plain(
         listener,
-        server::metrics_router(Arc::new(Metrics::new())),
+        server::metrics_router(
+            Arc::new(Metrics::new()),
+            gateway_dns::webhook::state::Readiness::new(),
+        ),
         ListenerOptions::default(),
         std::future::pending::<()>(),
     ));
