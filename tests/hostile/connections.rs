@@ -97,7 +97,7 @@ async fn silent_tls_connections_beyond_the_cap_do_not_lock_out_a_review() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["response"]["allowed"], true, "{body}");
     println!(
-        "{} silent TLS clients held; a new connection's review answered in {elapsed:?}",
+        "{} silent TLS clients completed their handshake; a new connection's review answered in {elapsed:?}",
         silent.len()
     );
     assert!(
