@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::{
-    AttachmentMode, Config, ConfigError, ConflictResolution, Mode, Scope, selector,
+    AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
+    DEFAULT_MAX_ROUTE_PARENT_REFS, Mode, Scope, selector,
 };
 
 /// What `--version` prints after the name: the crate version, the git revision and the build
@@ -98,6 +99,7 @@ const SOURCES: &str = "Sources";
 const WEBHOOK: &str = "Webhook";
 const DNS: &str = "DNS";
 const PROVIDER: &str = "Provider (RFC 2136, PowerDNS)";
+const CONNECTIONS: &str = "Connections (limits and timeouts of every listener)";
 const LEADER_ELECTION: &str = "Leader election";
 const OBSERVABILITY: &str = "Metrics and logs";
 
@@ -137,6 +139,49 @@ pub struct ServeArgs {
     /// Every admission request is answered within this time (else allowed with a warning).
     #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_ADMISSION_DEADLINE", help_heading = WEBHOOK)]
     pub admission_deadline: std::time::Duration,
+    /// Webhook: require a client certificate signed by a CA in this PEM file (kube-apiserver
+    /// presents one when its AdmissionConfiguration gives it a kubeconfig for the webhook).
+    /// Without it any client may call the webhook.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_CLIENT_CA", help_heading = WEBHOOK)]
+    pub client_ca: Option<PathBuf>,
+
+    /// Webhook and metrics listeners: a TLS handshake not finished within this is dropped.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_HANDSHAKE_TIMEOUT", help_heading = CONNECTIONS)]
+    pub handshake_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: a connection that starts no request within this of its
+    /// accept (TLS handshake included) is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_FIRST_REQUEST_TIMEOUT", help_heading = CONNECTIONS)]
+    pub first_request_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: a connection (HTTP/1.1 keep-alive or h2) with no request
+    /// in progress for this long is closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_IDLE_TIMEOUT", help_heading = CONNECTIONS)]
+    pub idle_timeout: std::time::Duration,
+    /// Webhook and metrics listeners: h2 connections are pinged this often, and closed when a
+    /// ping goes unanswered for as long.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "GATEWAY_DNS_HTTP2_KEEPALIVE_INTERVAL", help_heading = CONNECTIONS)]
+    pub http2_keepalive_interval: std::time::Duration,
+    /// Webhook and metrics listeners, each: open connections at once. At the cap the
+    /// longest-idle connection is closed to make room; accept never pauses.
+    #[arg(long, default_value_t = 4096, env = "GATEWAY_DNS_MAX_CONNECTIONS", help_heading = CONNECTIONS)]
+    pub max_connections: usize,
+    /// Webhook and metrics listeners, each: open connections from one source address. At the
+    /// cap that address's longest-idle connection is closed to make room.
+    #[arg(long, default_value_t = 1024, env = "GATEWAY_DNS_MAX_CONNECTIONS_PER_SOURCE", help_heading = CONNECTIONS)]
+    pub max_connections_per_source: usize,
+    /// Embedded DNS over TCP: a connection with no query for this long is closed (RFC 7766
+    /// suggests seconds).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_DNS_TCP_IDLE_TIMEOUT", help_heading = CONNECTIONS)]
+    pub dns_tcp_idle_timeout: std::time::Duration,
+    /// Embedded DNS over TCP: open connections at once (the longest-idle one makes room).
+    #[arg(long, default_value_t = 256, env = "GATEWAY_DNS_DNS_TCP_MAX_CONNECTIONS", help_heading = CONNECTIONS)]
+    pub dns_tcp_max_connections: usize,
+    /// Embedded DNS over TCP: open connections from one source address.
+    #[arg(long, default_value_t = 64, env = "GATEWAY_DNS_DNS_TCP_MAX_CONNECTIONS_PER_SOURCE", help_heading = CONNECTIONS)]
+    pub dns_tcp_max_connections_per_source: usize,
+    /// Embedded DNS over UDP: answers per second to one source address (response rate
+    /// limiting, a token bucket per source; queries beyond it are dropped); 0 turns it off.
+    #[arg(long, default_value_t = 100, env = "GATEWAY_DNS_DNS_RRL_RATE", help_heading = CONNECTIONS)]
+    pub dns_rrl_rate: u32,
 
     /// Run the DNS sync loop (--sync=false: the webhook alone).
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_SYNC", help_heading = DNS)]
@@ -526,6 +571,14 @@ pub struct EngineArgs {
         value_delimiter = ','
     )]
     pub actions: Vec<String>,
+    /// Most hostnames (spec.hostnames plus the external-dns annotation) one route may have;
+    /// a route with more is denied (TooManyHostnames) and publishes nothing.
+    #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_HOSTNAMES, env = "GATEWAY_DNS_MAX_ROUTE_HOSTNAMES")]
+    pub max_route_hostnames: usize,
+    /// Most parentRefs one route may have; a route with more is denied (TooManyParentRefs) and
+    /// publishes nothing.
+    #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_PARENT_REFS, env = "GATEWAY_DNS_MAX_ROUTE_PARENT_REFS")]
+    pub max_route_parent_refs: usize,
 }
 
 impl EngineArgs {
@@ -552,6 +605,8 @@ impl EngineArgs {
             conflict_resolution: self.conflict_resolution.parse::<ConflictResolution>()?,
             mode: self.mode.parse::<Mode>()?,
             actions,
+            max_route_hostnames: self.max_route_hostnames,
+            max_route_parent_refs: self.max_route_parent_refs,
         })
     }
 }

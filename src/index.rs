@@ -538,8 +538,10 @@ impl Snapshot {
     /// Moves the route's entries in the name → claimants map from `old`'s names to `new`'s,
     /// touching only the names that differ.
     fn update_claims(&mut self, id: &RouteId, old: &RouteEval, new: &RouteEval) {
+        // Binary searches (claims are sorted by name): a route's names are never compared
+        // pairwise, whatever their number.
         for name in old.names() {
-            if new.names().any(|n| n == name) {
+            if new.claims_name(name) {
                 continue;
             }
             let remaining = self
@@ -558,7 +560,7 @@ impl Snapshot {
         }
         let mut last: Option<&Arc<str>> = None;
         for claim in &new.claims {
-            if last.is_some_and(|l| *l == claim.name) || old.names().any(|n| n == &*claim.name) {
+            if last.is_some_and(|l| *l == claim.name) || old.claims_name(&claim.name) {
                 last = Some(&claim.name);
                 continue;
             }

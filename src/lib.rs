@@ -10,6 +10,7 @@ pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod model;
+pub mod net;
 pub mod source;
 pub mod sync;
 pub mod webhook;

@@ -20,6 +20,7 @@ use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
+use crate::net::ConnectionLimits;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, Syncer};
@@ -59,7 +60,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         process.readiness.set_tls_bound(true);
     }
     if let Some(addr) = args.metrics_listen {
-        start_metrics_listener(addr, &mut process).await?;
+        start_metrics_listener(addr, listener_options(&args), &mut process).await?;
     }
     process.until_shutdown().await
 }
@@ -314,15 +315,21 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
     let listener = server::bind(args.listen).await?;
     tracing::info!(addr = %args.listen, "webhook listening (HTTPS)");
     let readiness = process.readiness.clone();
-    let config = tls_runtime.server_config.clone();
+    let config = match &args.client_ca {
+        Some(client_ca) => tls::requiring_client_certs(&tls_runtime, client_ca)
+            .with_context(|| format!("--client-ca {}", client_ca.display()))?,
+        None => tls_runtime.server_config.clone(),
+    };
+    let listener_options = listener_options(args);
     process.tasks.spawn(async move {
         // Keep the TLS runtime (and its reloader) alive as long as the server runs.
         let _tls_runtime = tls_runtime;
-        server::serve_tls(
+        server::serve_tls_with(
             listener,
             config,
             app,
             readiness,
+            listener_options,
             std::future::pending::<()>(),
         )
         .await?;
@@ -331,13 +338,32 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
     Ok(())
 }
 
+/// The transport limits of the webhook and metrics listeners, from the flags.
+fn listener_options(args: &ServeArgs) -> server::ListenerOptions {
+    server::ListenerOptions {
+        connections: ConnectionLimits {
+            max_connections: args.max_connections,
+            max_per_source: args.max_connections_per_source,
+            first_request_timeout: args.first_request_timeout,
+            idle_timeout: args.idle_timeout,
+        },
+        handshake_timeout: args.handshake_timeout,
+        http2_keepalive_interval: args.http2_keepalive_interval,
+        ..server::ListenerOptions::default()
+    }
+}
+
 /// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`).
-async fn start_metrics_listener(addr: std::net::SocketAddr, process: &mut Process) -> Result<()> {
+async fn start_metrics_listener(
+    addr: std::net::SocketAddr,
+    options: server::ListenerOptions,
+    process: &mut Process,
+) -> Result<()> {
     let listener = server::bind(addr).await?;
     tracing::info!(%addr, "metrics listening (HTTP)");
-    let app = server::metrics_router(process.metrics.clone());
+    let app = server::metrics_router(process.metrics.clone(), process.readiness.clone());
     process.tasks.spawn(async move {
-        server::serve_plain(listener, app, std::future::pending::<()>()).await?;
+        server::serve_plain(listener, app, options, std::future::pending::<()>()).await?;
         Ok(())
     });
     Ok(())
@@ -411,6 +437,13 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
         ProviderKind::Embedded => {
             let mut config = embedded::EmbeddedConfig::new(zones.to_vec());
             config.listen = args.dns_listen;
+            config.tcp_limits = ConnectionLimits {
+                max_connections: args.dns_tcp_max_connections,
+                max_per_source: args.dns_tcp_max_connections_per_source,
+                first_request_timeout: args.dns_tcp_idle_timeout,
+                idle_timeout: args.dns_tcp_idle_timeout,
+            };
+            config.udp_answers_per_source_per_second = args.dns_rrl_rate;
             let server = embedded::EmbeddedDns::start(config).await?;
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
             Arc::new(server)

@@ -6,8 +6,8 @@
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
 //! REFUSED for names outside the zones, the SOA serial bumped on every change.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,21 +17,24 @@ use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
 
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
+use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 const MAX_UDP_PAYLOAD: u16 = 1232;
-const TCP_IDLE: Duration = Duration::from_secs(10);
-const MAX_TCP_CONNECTIONS: usize = 256;
+const DNS_HEADER_LEN: usize = 12;
+/// The QR bit in the third byte of the header: set on responses.
+const QR_BIT: u8 = 0x80;
+/// A TCP query's body (after its length) and its answer must move within this.
+const QUERY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// CNAME chains followed inside our zones.
 const MAX_CNAME_HOPS: usize = 8;
 const SOA_REFRESH: i32 = 3600;
@@ -48,7 +51,16 @@ pub struct EmbeddedConfig {
     pub zones: Vec<String>,
     /// TTL of the SOA and NS records.
     pub soa_ttl: u32,
+    /// Connection caps and idle timeout of the TCP side.
+    pub tcp_limits: ConnectionLimits,
+    /// UDP answers per second to one source address (a token bucket holding as many), so that
+    /// spoofed queries cannot turn the server into an amplifier; 0 turns the limit off.
+    pub udp_answers_per_source_per_second: u32,
 }
+
+/// The default of [`EmbeddedConfig::udp_answers_per_source_per_second`]: far above what one
+/// resolver asks of a few zones, far below what makes a useful reflector.
+pub const DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND: u32 = 100;
 
 impl EmbeddedConfig {
     pub fn new(zones: Vec<String>) -> Self {
@@ -56,6 +68,8 @@ impl EmbeddedConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
+            tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
+            udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
         }
     }
 }
@@ -199,8 +213,13 @@ impl EmbeddedDns {
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
         let tasks = vec![
-            tokio::spawn(serve_udp(udp, store.clone(), soa_ttl)),
-            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl)),
+            tokio::spawn(serve_udp(
+                udp,
+                store.clone(),
+                soa_ttl,
+                config.udp_answers_per_source_per_second,
+            )),
+            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl, config.tcp_limits)),
         ];
         Ok(EmbeddedDns {
             store,
@@ -313,8 +332,14 @@ impl Provider for EmbeddedDns {
     }
 }
 
-async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+async fn serve_udp(
+    socket: UdpSocket,
+    store: Arc<RwLock<Store>>,
+    soa_ttl: u32,
+    answers_per_second: u32,
+) {
     let mut buffer = vec![0u8; 4096];
+    let mut limiter = AnswerRateLimiter::new(answers_per_second);
     loop {
         let (len, peer) = match socket.recv_from(&mut buffer).await {
             Ok(received) => received,
@@ -323,48 +348,118 @@ async fn serve_udp(socket: UdpSocket, store: Arc<RwLock<Store>>, soa_ttl: u32) {
                 continue;
             }
         };
+        if !limiter.allow(peer.ip(), std::time::Instant::now()) {
+            continue;
+        }
         if let Some(answer) = answer_bytes(&buffer[..len], &store, soa_ttl, true) {
             let _ = socket.send_to(&answer, peer).await;
         }
     }
 }
 
-async fn serve_tcp(listener: TcpListener, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+/// Sources whose buckets are kept at once; beyond, full buckets are forgotten first.
+const MAX_TRACKED_SOURCES: usize = 65_536;
+
+/// Response rate limiting: one token bucket per source address, `rate` tokens a second and
+/// as many at most; an answer takes a token, and without one the query is dropped.
+struct AnswerRateLimiter {
+    rate: f64,
+    buckets: HashMap<IpAddr, (f64, std::time::Instant)>,
+}
+
+impl AnswerRateLimiter {
+    fn new(rate: u32) -> Self {
+        Self {
+            rate: f64::from(rate),
+            buckets: HashMap::new(),
+        }
+    }
+
+    fn allow(&mut self, source: IpAddr, now: std::time::Instant) -> bool {
+        if self.rate == 0.0 {
+            return true;
+        }
+        let rate = self.rate;
+        let refilled = |(tokens, since): (f64, std::time::Instant)| {
+            (tokens + now.duration_since(since).as_secs_f64() * rate).min(rate)
+        };
+        if self.buckets.len() >= MAX_TRACKED_SOURCES && !self.buckets.contains_key(&source) {
+            // Memory stays bounded however many sources (spoofed or not) ask.
+            self.buckets.retain(|_, bucket| refilled(*bucket) < rate);
+            if self.buckets.len() >= MAX_TRACKED_SOURCES {
+                self.buckets.clear();
+            }
+        }
+        let bucket = self.buckets.entry(source).or_insert((rate, now));
+        let tokens = refilled(*bucket);
+        if tokens >= 1.0 {
+            *bucket = (tokens - 1.0, now);
+            true
+        } else {
+            *bucket = (tokens, now);
+            false
+        }
+    }
+}
+
+async fn serve_tcp(
+    listener: TcpListener,
+    store: Arc<RwLock<Store>>,
+    soa_ttl: u32,
+    limits: ConnectionLimits,
+) {
     // Connection tasks live in this set: aborting the server aborts them too.
     let mut connections = JoinSet::new();
-    let slots = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+    let table = ConnectionTable::new(limits);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let Ok((stream, _)) = accepted else {
-            continue;
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                debug!(error = %err, "embedded DNS: TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            continue; // over the limit: drop the connection
+        // A full table closes its longest-idle connection; accept never pauses.
+        let Ok(guard) = table.admit(peer.ip()) else {
+            continue; // every connection is mid-query: drop this one
         };
         let store = store.clone();
         connections.spawn(async move {
-            let _permit = permit;
-            serve_connection(stream, store, soa_ttl).await;
+            tokio::select! {
+                () = serve_connection(stream, &store, soa_ttl, &guard) => {}
+                () = guard.expired() => {}
+            }
         });
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_ttl: u32) {
+async fn serve_connection(
+    mut stream: TcpStream,
+    store: &RwLock<Store>,
+    soa_ttl: u32,
+    guard: &ConnectionGuard,
+) {
+    // Bounded by the idle timeout: `guard.expired()` ends this loop when no query arrives.
     loop {
         let mut len = [0u8; 2];
-        match timeout(TCP_IDLE, stream.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
+        if stream.read_exact(&mut len).await.is_err() {
+            return;
         }
+        // From the first byte of a query to its answer, the connection is busy.
+        let _in_progress = guard.begin_request();
         let mut request = vec![0u8; u16::from_be_bytes(len) as usize];
-        match timeout(TCP_IDLE, stream.read_exact(&mut request)).await {
+        // A query that starts must finish promptly, or the connection was only pretending.
+        match timeout(QUERY_READ_TIMEOUT, stream.read_exact(&mut request)).await {
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(answer) = answer_bytes(&request, &store, soa_ttl, false) else {
+        let Some(answer) = answer_bytes(&request, store, soa_ttl, false) else {
             return;
         };
         let Ok(answer_len) = u16::try_from(answer.len()) else {
@@ -373,7 +468,10 @@ async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_
         let mut framed = Vec::with_capacity(answer.len() + 2);
         framed.extend_from_slice(&answer_len.to_be_bytes());
         framed.extend_from_slice(&answer);
-        if stream.write_all(&framed).await.is_err() {
+        if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
+            .await
+            .map_or(true, |written| written.is_err())
+        {
             return;
         }
     }
@@ -381,6 +479,11 @@ async fn serve_connection(mut stream: TcpStream, store: Arc<RwLock<Store>>, soa_
 
 /// Decode a request and encode the answer; `None` when there is nothing sensible to send.
 fn answer_bytes(request: &[u8], store: &RwLock<Store>, soa_ttl: u32, udp: bool) -> Option<Vec<u8>> {
+    // Shorter than a header, or itself a response (QR=1): answering would only feed loops
+    // and reflection, so such packets are dropped (RFC 1035 4.1.1; RFC 5358).
+    if request.len() < DNS_HEADER_LEN || request[2] & QR_BIT != 0 {
+        return None;
+    }
     let request = match Message::from_vec(request) {
         Ok(request) => request,
         Err(_) => {
@@ -425,6 +528,15 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
         response.set_edns(edns);
+    }
+    // Only EDNS version 0 exists; anything else gets BADVERS (RFC 6891 6.1.3).
+    if request
+        .edns
+        .as_ref()
+        .is_some_and(|edns| edns.version() != 0)
+    {
+        response.metadata.response_code = ResponseCode::BADVERS;
+        return response;
     }
     if request.metadata.op_code != OpCode::Query {
         response.metadata.response_code = ResponseCode::NotImp;
@@ -591,6 +703,19 @@ mod tests {
         let mut request = Message::query();
         request.add_query(Query::query(wire_name(name).unwrap(), qtype));
         respond(&store(), &request, 300)
+    }
+
+    #[test]
+    fn answers_per_source_are_limited_and_refill() {
+        let mut limiter = AnswerRateLimiter::new(3);
+        let start = std::time::Instant::now();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let allowed = (0..10).filter(|_| limiter.allow(a, start)).count();
+        assert_eq!(allowed, 3);
+        assert!(limiter.allow(b, start), "another source has its own bucket");
+        assert!(limiter.allow(a, start + Duration::from_millis(400)));
+        assert!(AnswerRateLimiter::new(0).allow(a, start), "0 turns it off");
     }
 
     #[test]

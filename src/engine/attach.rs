@@ -2,6 +2,7 @@
 //! "Attachment" and "Names").
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::hostname::{intersect, is_wildcard};
@@ -210,7 +211,7 @@ pub fn parse_ttl(text: &str) -> Option<u32> {
 
 /// A parent the route attaches to, with the listeners that accept it.
 struct Attached<'w> {
-    parent_index: u16,
+    parent_index: u32,
     origin: Arc<Origin>,
     listeners: Vec<&'w Listener>,
 }
@@ -239,7 +240,7 @@ fn requested_hostnames<'r>(
                 .hostnames
                 .iter()
                 .enumerate()
-                .map(|(i, h)| (&**h, NameSource::SpecHostname(i as u16))),
+                .map(|(i, h)| (&**h, NameSource::SpecHostname(field_index(i)))),
         );
     }
     if use_annotation && let Some(list) = annotation(&route.meta.annotations, "hostname") {
@@ -251,9 +252,15 @@ fn requested_hostnames<'r>(
         );
     }
     let mut hosts = Vec::with_capacity(raw.len());
+    // Each name once, from its first field: duplicates would only be expanded again.
+    let mut seen: std::collections::HashSet<Cow<'r, str>> = std::collections::HashSet::new();
     for (host, source) in &raw {
         match parse_hostname(host) {
-            Ok(name) => hosts.push((name, *source)),
+            Ok(name) => {
+                if seen.insert(name.clone()) {
+                    hosts.push((name, *source));
+                }
+            }
             Err(err) => findings.push(Finding {
                 reason: Reason::InvalidHostname,
                 hostname: Some((*host).into()),
@@ -450,7 +457,7 @@ fn attach_parent<'w, W: World>(
     let origin =
         shared_origin.unwrap_or_else(|| Arc::new(origin_of(gateway, listener_set.map(|ls| &**ls))));
     Some(Attached {
-        parent_index: index as u16,
+        parent_index: field_index(index),
         origin,
         listeners: accepted,
     })
@@ -489,6 +496,15 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     if !route_in_scope(cfg, route) {
         return RouteEval::default();
     }
+    if let Some(too_big) = size_finding(cfg, route) {
+        // Nothing of an oversized route is expanded: its cost stays bounded by the caps.
+        return RouteEval {
+            claims: Box::default(),
+            findings: vec![too_big].into_boxed_slice(),
+            ttl: None,
+            in_scope: true,
+        };
+    }
     let mut findings = Vec::new();
     let requested = requested_hostnames(cfg, route, &mut findings);
     let ttl = annotation(&route.meta.annotations, "ttl").and_then(parse_ttl);
@@ -514,20 +530,20 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     if requested.any_written {
         let mut matched_any = false;
         let mut outside = Vec::new();
+        let listener_hosts = ListenerHosts::of(&attached);
+        let mut matches = Vec::new();
         for (host, source) in &requested.hosts {
-            let mut matched = false;
-            for parent in &attached {
-                for listener in &parent.listeners {
-                    if let Some(Some(name)) = intersect(listener.hostname.as_deref(), Some(host)) {
-                        matched = true;
-                        claims.push(Claim {
-                            name: name.into(),
-                            origin: parent.origin.clone(),
-                            source: *source,
-                        });
-                    }
-                }
+            matches.clear();
+            listener_hosts.intersections(host, &mut matches);
+            for (name, origins) in &matches {
+                let name: Arc<str> = Arc::from(*name);
+                claims.extend(origins.iter().map(|origin| Claim {
+                    name: name.clone(),
+                    origin: origin.clone(),
+                    source: *source,
+                }));
             }
+            let matched = !matches.is_empty();
             matched_any |= matched;
             if !matched && !attached.is_empty() {
                 outside.push((host, *source));
@@ -621,6 +637,144 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         ttl,
         in_scope: true,
     }
+}
+
+/// A field index as it is kept in a [`NameSource`]: a route with more than `u32::MAX` entries
+/// cannot be decoded, but the index saturates rather than wrap.
+fn field_index(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
+}
+
+/// `TooManyHostnames` or `TooManyParentRefs` when the route is over a cap.
+fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
+    let parent_refs = route.parent_refs.len();
+    if parent_refs > cfg.max_route_parent_refs {
+        return Some(finding(
+            Reason::TooManyParentRefs,
+            None,
+            "spec.parentRefs".to_owned(),
+            format!(
+                "{} has {parent_refs} parentRefs, more than the {} gateway-dns accepts; split it into smaller routes",
+                route.kind, cfg.max_route_parent_refs
+            ),
+        ));
+    }
+    let annotated = annotation(&route.meta.annotations, "hostname").map_or(0, |list| {
+        list.split(',').filter(|h| !h.trim().is_empty()).count()
+    });
+    let hostnames = route.hostnames.len() + annotated;
+    if hostnames > cfg.max_route_hostnames {
+        let field = if annotated > 0 {
+            NameSource::Annotation.field()
+        } else {
+            "spec.hostnames".to_owned()
+        };
+        return Some(finding(
+            Reason::TooManyHostnames,
+            None,
+            field,
+            format!(
+                "{} has {hostnames} hostnames (spec and annotation), more than the {} gateway-dns accepts; split it into smaller routes",
+                route.kind, cfg.max_route_hostnames
+            ),
+        ));
+    }
+    None
+}
+
+/// The distinct listener hostnames of a route's attached parents, each with the distinct
+/// origins behind it, indexed so that an exact route hostname finds its listeners in
+/// O(its labels) rather than by trying every listener: a route's cost is O(hostnames +
+/// listeners), not their product. (Wildcard route hostnames, rare, still try each distinct
+/// listener hostname.)
+struct ListenerHosts<'w> {
+    groups: Vec<(Option<&'w str>, Vec<Arc<Origin>>)>,
+    /// Exact listener hostname → group.
+    exact: HashMap<&'w str, usize>,
+    /// `suffix` of a wildcard listener hostname `*.suffix` → group.
+    wildcard: HashMap<&'w str, usize>,
+    /// The group of listeners without a hostname (they take any name).
+    any: Option<usize>,
+}
+
+impl<'w> ListenerHosts<'w> {
+    fn of(attached: &[Attached<'w>]) -> ListenerHosts<'w> {
+        let mut hosts = ListenerHosts {
+            groups: Vec::new(),
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+            any: None,
+        };
+        for parent in attached {
+            for listener in &parent.listeners {
+                let hostname = listener.hostname.as_deref();
+                let slot = match hostname {
+                    None => &mut hosts.any,
+                    Some(name) => {
+                        let map = match name.strip_prefix("*.") {
+                            Some(suffix) => hosts.wildcard.entry(suffix),
+                            None => hosts.exact.entry(name),
+                        };
+                        match map {
+                            std::collections::hash_map::Entry::Occupied(entry) => {
+                                let group = *entry.get();
+                                push_origin(&mut hosts.groups[group].1, &parent.origin);
+                                continue;
+                            }
+                            std::collections::hash_map::Entry::Vacant(entry) => {
+                                entry.insert(hosts.groups.len());
+                                hosts.groups.push((hostname, vec![parent.origin.clone()]));
+                                continue;
+                            }
+                        }
+                    }
+                };
+                match *slot {
+                    Some(group) => push_origin(&mut hosts.groups[group].1, &parent.origin),
+                    None => {
+                        *slot = Some(hosts.groups.len());
+                        hosts.groups.push((None, vec![parent.origin.clone()]));
+                    }
+                }
+            }
+        }
+        hosts
+    }
+
+    /// Every (intersected name, origins) for the route hostname `host`.
+    fn intersections<'h>(&'h self, host: &'h str, out: &mut Vec<(&'h str, &'h [Arc<Origin>])>) {
+        if is_wildcard(host) {
+            for (listener_host, origins) in &self.groups {
+                if let Some(Some(name)) = intersect(*listener_host, Some(host)) {
+                    out.push((name, origins));
+                }
+            }
+            return;
+        }
+        let groups = self
+            .any
+            .into_iter()
+            .chain(self.exact.get(host).copied())
+            .chain(parent_suffixes(host).filter_map(|suffix| self.wildcard.get(suffix).copied()));
+        for group in groups {
+            out.push((host, &self.groups[group].1));
+        }
+    }
+}
+
+fn push_origin(origins: &mut Vec<Arc<Origin>>, origin: &Arc<Origin>) {
+    // A group has as many origins as the route has parents (capped), so a scan is cheap.
+    if !origins
+        .iter()
+        .any(|known| Arc::ptr_eq(known, origin) || known == origin)
+    {
+        origins.push(origin.clone());
+    }
+}
+
+/// `b.c` and `c` for `a.b.c`: the names a wildcard `*.suffix` must have to cover it.
+fn parent_suffixes(name: &str) -> impl Iterator<Item = &str> {
+    name.match_indices('.').map(move |(at, _)| &name[at + 1..])
 }
 
 /// One listener a route attaches to, and the hostnames it gets there (the intersections).

@@ -94,10 +94,12 @@ pub enum Reason {
     NoParentRefs,
     GatewayHasNoAddress,
     InheritedWildcardHostname,
+    TooManyHostnames,
+    TooManyParentRefs,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 12] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -108,6 +110,8 @@ impl Reason {
         Reason::NoParentRefs,
         Reason::GatewayHasNoAddress,
         Reason::InheritedWildcardHostname,
+        Reason::TooManyHostnames,
+        Reason::TooManyParentRefs,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -122,6 +126,8 @@ impl Reason {
             Reason::NoParentRefs => "NoParentRefs",
             Reason::GatewayHasNoAddress => "GatewayHasNoAddress",
             Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
+            Reason::TooManyHostnames => "TooManyHostnames",
+            Reason::TooManyParentRefs => "TooManyParentRefs",
         }
     }
 
@@ -130,7 +136,9 @@ impl Reason {
             Reason::HostnameConflict
             | Reason::NoMatchingListenerHostname
             | Reason::InvalidHostname
-            | Reason::NotAllowedByListeners => Action::Deny,
+            | Reason::NotAllowedByListeners
+            | Reason::TooManyHostnames
+            | Reason::TooManyParentRefs => Action::Deny,
             _ => Action::Warn,
         }
     }
@@ -151,7 +159,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs",
             })
     }
 }
@@ -279,7 +287,18 @@ pub struct Config {
     pub conflict_resolution: ConflictResolution,
     pub mode: Mode,
     pub actions: BTreeMap<Reason, Action>,
+    /// Most hostnames (spec plus annotation) a route may have; more are `TooManyHostnames`
+    /// and the route publishes nothing, so its cost stays bounded everywhere.
+    pub max_route_hostnames: usize,
+    /// Most parentRefs a route may have; more are `TooManyParentRefs`, likewise.
+    pub max_route_parent_refs: usize,
 }
+
+/// Far above any real route: `spec.hostnames` allows 16 and the external-dns annotation
+/// rarely lists more than a few dozen.
+pub const DEFAULT_MAX_ROUTE_HOSTNAMES: usize = 1024;
+/// The Gateway API schema allows 32 parentRefs; twice that leaves room for unvalidated manifests.
+pub const DEFAULT_MAX_ROUTE_PARENT_REFS: usize = 64;
 
 impl Default for Config {
     fn default() -> Config {
@@ -292,6 +311,8 @@ impl Default for Config {
             conflict_resolution: ConflictResolution::OldestWins,
             mode: Mode::Enforce,
             actions: BTreeMap::new(),
+            max_route_hostnames: DEFAULT_MAX_ROUTE_HOSTNAMES,
+            max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
         }
     }
 }

@@ -92,7 +92,7 @@ fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> V
     let mut out = Vec::new();
     for id in ids {
         if let Some(entry) = world.route(id) {
-            for claim in entry.eval.claims.iter().filter(|c| &*c.name == name) {
+            for claim in entry.eval.claims_on(name) {
                 out.push(Claimant {
                     route: &entry.route,
                     claim,
@@ -381,28 +381,23 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
     // Reused for every name: a route has a few names, and each would allocate both anew.
     let mut own: Vec<Claimant> = Vec::new();
     let mut incumbents: Vec<Claimant> = Vec::new();
-    for name in eval.names() {
+    // Claims are sorted by name: each name's claims are one run, visited once.
+    for own_claims in eval.claims.chunk_by(|a, b| a.name == b.name) {
+        let name = &*own_claims[0].name;
         own.clear();
-        own.extend(
-            eval.claims
-                .iter()
-                .filter(|c| &*c.name == name)
-                .map(|claim| Claimant {
-                    route,
-                    claim,
-                    ttl: eval.ttl,
-                }),
-        );
+        own.extend(own_claims.iter().map(|claim| Claimant {
+            route,
+            claim,
+            ttl: eval.ttl,
+        }));
         incumbents.clear();
         for id in world.claimants(name).iter().filter(|id| !is_self(id)) {
             if let Some(entry) = world.route(id) {
-                incumbents.extend(entry.eval.claims.iter().filter(|c| &*c.name == name).map(
-                    |claim| Claimant {
-                        route: &entry.route,
-                        claim,
-                        ttl: entry.eval.ttl,
-                    },
-                ));
+                incumbents.extend(entry.eval.claims_on(name).iter().map(|claim| Claimant {
+                    route: &entry.route,
+                    claim,
+                    ttl: entry.eval.ttl,
+                }));
             }
         }
         incumbents.sort_by(precedence);

@@ -88,10 +88,10 @@ impl Origin {
 /// Which field of the route produced a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NameSource {
-    SpecHostname(u16),
+    SpecHostname(u32),
     Annotation,
     /// Inherited from the listener of `spec.parentRefs[i]`.
-    Inherited(u16),
+    Inherited(u32),
 }
 
 impl NameSource {
@@ -103,7 +103,9 @@ impl NameSource {
             }
             NameSource::Inherited(i) => ("spec.parentRefs[", i),
         };
-        concat(&[prefix, decimal(usize::from(index), &mut [0; 20]), "]"])
+        // u32 always fits a usize on the targets gateway-dns builds for (32 and 64 bits).
+        let index = usize::try_from(index).unwrap_or(usize::MAX);
+        concat(&[prefix, decimal(index, &mut [0; 20]), "]"])
     }
 }
 
@@ -144,6 +146,18 @@ impl RouteEval {
             let name = &*c.name;
             (last.replace(name) != Some(name)).then_some(name)
         })
+    }
+
+    /// The claims on `name`, found by binary search (claims are sorted by name).
+    pub fn claims_on(&self, name: &str) -> &[Claim] {
+        let start = self.claims.partition_point(|c| &*c.name < name);
+        let len = self.claims[start..].partition_point(|c| &*c.name == name);
+        &self.claims[start..start + len]
+    }
+
+    /// Does this evaluation claim `name`?
+    pub fn claims_name(&self, name: &str) -> bool {
+        !self.claims_on(name).is_empty()
     }
 
     pub fn heap_bytes(&self) -> usize {

@@ -5,12 +5,27 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::review::{AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, Verdict};
+use super::review::{
+    AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, ReviewObject, Verdict,
+};
 use crate::engine::settle::{self, newcomer_conflicts, route_ref};
 use crate::engine::{Action, Reason, Violation, World, evaluate_route};
 use crate::index::{Index, Snapshot};
 use crate::metrics::{EvaluationErrorKind, Metrics};
 use crate::model::{Object, ObjectKind, Route};
+
+/// A route decided inline has at most this many hostnames (spec plus annotation entries)...
+const QUICK_MAX_HOSTNAMES: usize = 32;
+/// ...and at most this many parentRefs: its decision then takes microseconds.
+const QUICK_MAX_PARENT_REFS: usize = 8;
+
+/// Small enough to decide on the request's own task (see `is_quick`).
+fn is_small_route(route: &Route) -> bool {
+    let annotated = crate::engine::annotation(&route.meta.annotations, "hostname")
+        .map_or(0, |list| list.matches(',').count() + 1);
+    route.parent_refs.len() <= QUICK_MAX_PARENT_REFS
+        && route.hostnames.len() + annotated <= QUICK_MAX_HOSTNAMES
+}
 
 /// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
 const MAX_NAMED_ROUTES: usize = 10;
@@ -200,7 +215,7 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
         let dropped: Vec<&str> = before
             .eval
             .names()
-            .filter(|n| !after.eval.names().any(|m| m == *n))
+            .filter(|n| !after.eval.claims_name(n))
             .collect();
         if !dropped.is_empty() && after.eval.findings.len() == before.eval.findings.len() {
             let reason = Reason::NoMatchingListenerHostname;
@@ -292,11 +307,22 @@ pub fn verdict(decision: Decision) -> Verdict {
 }
 
 impl AdmissionHandler for EngineHandler {
-    /// Routes cost O(their names) against the index; DELETE costs nothing. Gateway and
-    /// ListenerSet changes re-evaluate every attached route, so they go to the blocking pool.
+    /// DELETE costs nothing, and a small route costs O(its names) against the index:
+    /// microseconds, decided on the request's task (still within a slot). A big route, and any
+    /// Gateway or ListenerSet change (which re-evaluates every attached route), goes to the
+    /// blocking pool under the deadline.
     fn is_quick(&self, request: &AdmissionRequest) -> bool {
-        request.operation == Operation::Delete
-            || ObjectKind::from_kind_name(&request.kind.kind).is_some_and(|k| k.is_route())
+        if request.operation == Operation::Delete {
+            return true;
+        }
+        let small = |object: Option<&ReviewObject>| match object {
+            None | Some(Ok(None)) => true,
+            Some(Ok(Some(Object::Route(route)))) => is_small_route(route),
+            Some(Ok(Some(_))) | Some(Err(_)) => false,
+        };
+        ObjectKind::from_kind_name(&request.kind.kind).is_some_and(|k| k.is_route())
+            && small(request.object.as_ref())
+            && small(request.old_object.as_ref())
     }
 
     fn handle(&self, request: &AdmissionRequest) -> Verdict {
@@ -337,5 +363,23 @@ mod tests {
         assert!(!handler.is_quick(&typed("UPDATE", "Gateway")));
         assert!(!handler.is_quick(&typed("CREATE", "ListenerSet")));
         assert!(!handler.is_quick(&request(json!({"uid": "u", "operation": "CREATE"}))));
+        // A big route goes to the blocking pool, under the deadline.
+        let names: Vec<String> = (0..=QUICK_MAX_HOSTNAMES)
+            .map(|i| format!("h{i}.example.com"))
+            .collect();
+        let big = request(json!({
+            "uid": "u",
+            "operation": "CREATE",
+            "kind": {"kind": "HTTPRoute"},
+            "object": {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": "big", "namespace": "shop",
+                    "annotations": {"external-dns.kubernetes.io/hostname": names.join(",")}},
+                "spec": {"parentRefs": [{"name": "gw"}]},
+            },
+        }));
+        assert!(big.object().is_some());
+        assert!(!handler.is_quick(&big));
     }
 }

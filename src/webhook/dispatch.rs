@@ -1,5 +1,6 @@
-//! Deciding one review within its deadline: a decision the handler calls quick runs on the
-//! request's own task; the others run on the blocking pool, at most
+//! Deciding one review within its deadline: a decision the handler calls quick (bounded to
+//! microseconds by the object's size) runs on the request's own task when a slot is free; the
+//! others run on the blocking pool. Both take an evaluation slot, at most
 //! [`WebhookOptions::max_in_flight`](super::state::WebhookOptions::max_in_flight) at once. A
 //! request that finds no free slot waits until its deadline and is then answered *allowed* with
 //! an `EvaluationOverloaded` warning, like an evaluation that overruns the deadline
@@ -27,7 +28,14 @@ pub(super) async fn decide(
     arrived: TokioInstant,
 ) -> (String, Verdict) {
     let deadline = effective_deadline(state.options.admission_deadline, uri);
-    if state.handler.is_quick(&review) {
+    // A quick decision still takes a slot: the slot limit holds for every review. With no
+    // slot free it waits like any other, until its deadline.
+    let slot = state
+        .handler
+        .is_quick(&review)
+        .then(|| state.evaluation_slots.clone().try_acquire_owned().ok())
+        .flatten();
+    if let Some(_slot) = slot {
         let verdict = decide_inline(state, &review);
         (review.uid, verdict)
     } else {
@@ -39,8 +47,8 @@ pub(super) async fn decide(
 
 /// A decision the handler calls quick runs right on the request's task: it takes
 /// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
-/// a small machine) cost several times the decision itself. It never waits, so it takes no
-/// evaluation slot; a panic becomes an "allowed" verdict with a warning and a metric.
+/// a small machine) cost several times the decision itself. It runs only with a free slot and
+/// never waits; a panic becomes an "allowed" verdict with a warning and a metric.
 fn decide_inline(state: &WebhookState, request: &AdmissionRequest) -> Verdict {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         state.handler.handle(request)

@@ -24,26 +24,49 @@ use axum::routing::{get, post};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant as TokioInstant;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
 
 use super::state::{Readiness, WebhookOptions, WebhookState};
 use super::{dispatch, encode, review, tls};
 use crate::metrics::{self, Metrics};
+use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
-/// A client that opens TCP but never finishes the TLS handshake is dropped after this.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// HTTP/1.1 request headers must arrive within this (also closes idle keep-alive connections).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_CONNECTIONS: usize = 4096;
 const MAX_HTTP2_STREAMS: u32 = 256;
 /// How long in-flight requests may finish after shutdown is requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long an idle or evicted connection may take to say goodbye (h2 GOAWAY) before it is
+/// dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// Transport limits of an HTTP listener (the webhook's or the metrics listener).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerOptions {
+    /// Open connections, per source, first-request and idle timeouts.
+    pub connections: ConnectionLimits,
+    /// A client that opens TCP but never finishes the TLS handshake is dropped after this.
+    pub handshake_timeout: Duration,
+    /// HTTP/1.1 request headers must arrive within this once they start.
+    pub header_read_timeout: Duration,
+    /// An h2 connection is pinged this often; a ping unanswered for as long closes it.
+    pub http2_keepalive_interval: Duration,
+}
+
+impl Default for ListenerOptions {
+    fn default() -> Self {
+        Self {
+            connections: ConnectionLimits::HTTP_DEFAULT,
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(30),
+            http2_keepalive_interval: Duration::from_secs(30),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -71,21 +94,31 @@ pub fn router(state: WebhookState) -> Router {
     router.fallback(not_found).with_state(state)
 }
 
-/// The routes of the plain-HTTP metrics listener (`--metrics-listen`): `/metrics`, `/healthz`.
-pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+/// The routes of the plain-HTTP metrics listener (`--metrics-listen`): `/metrics`, `/healthz`
+/// and `/readyz` (so that probes need no client certificate when `--client-ca` is set).
+pub fn metrics_router(metrics: Arc<Metrics>, readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route(
             "/metrics",
             get(
-                |State(metrics): State<Arc<Metrics>>, headers: HeaderMap| async move {
+                |State((metrics, _)): State<(Arc<Metrics>, Arc<Readiness>)>, headers: HeaderMap| async move {
                     metrics_response(&metrics, &headers)
                 },
             )
             .fallback(only_get),
         )
         .route("/healthz", get(healthz).fallback(only_get))
+        .route(
+            "/readyz",
+            get(
+                |State((_, readiness)): State<(Arc<Metrics>, Arc<Readiness>)>| async move {
+                    readiness_response(&readiness)
+                },
+            )
+            .fallback(only_get),
+        )
         .fallback(not_found)
-        .with_state(metrics)
+        .with_state((metrics, readiness))
 }
 
 /// Runs the HTTPS webhook on `listen` until `shutdown` completes: loads the certificates from
@@ -119,8 +152,9 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
         .map_err(|source| Error::Bind { addr, source })
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then lets open requests
-/// finish for a few seconds. Marks `readiness` TLS-bound while accepting.
+/// Serves `app` over TLS on `listener` with the default [`ListenerOptions`] until `shutdown`
+/// completes, then lets open requests finish for a few seconds. Marks `readiness` TLS-bound
+/// while accepting.
 pub async fn serve_tls(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
@@ -128,22 +162,78 @@ pub async fn serve_tls(
     readiness: Arc<Readiness>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
-    let acceptor = TlsAcceptor::from(tls_config);
+    serve_tls_with(
+        listener,
+        tls_config,
+        app,
+        readiness,
+        ListenerOptions::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve_tls`] with explicit transport limits.
+pub async fn serve_tls_with(
+    listener: TcpListener,
+    tls_config: Arc<rustls::ServerConfig>,
+    app: Router,
+    readiness: Arc<Readiness>,
+    options: ListenerOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    readiness.set_tls_bound(true);
+    let acceptor = Some(TlsAcceptor::from(tls_config));
+    serve_connections(listener, acceptor, app, options, shutdown).await;
+    readiness.set_tls_bound(false);
+    Ok(())
+}
+
+/// Serves `app` over plain HTTP (HTTP/1.1 and h2c) until `shutdown` completes, under the same
+/// connection limits as the webhook.
+pub async fn serve_plain(
+    listener: TcpListener,
+    app: Router,
+    options: ListenerOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    serve_connections(listener, None, app, options, shutdown).await;
+    Ok(())
+}
+
+/// The accept loop: never paused; a full table makes room by closing its longest-idle
+/// connection (see [`crate::net`]).
+async fn serve_connections(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    app: Router,
+    options: ListenerOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let table = ConnectionTable::new(options.connections);
     let (stop_sender, stop_receiver) = watch::channel(false);
     let mut connections = JoinSet::new();
-    readiness.set_tls_bound(true);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => match accepted {
+            accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    connections.spawn(serve_tls_connection(
+                    let guard = match table.admit(peer.ip()) {
+                        Ok(guard) => guard,
+                        Err(refused) => {
+                            tracing::debug!(%peer, %refused, "connection refused");
+                            continue;
+                        }
+                    };
+                    connections.spawn(serve_connection(
                         acceptor.clone(),
                         stream,
                         peer,
                         app.clone(),
+                        options,
+                        guard,
                         stop_receiver.clone(),
                     ));
                 }
@@ -155,21 +245,7 @@ pub async fn serve_tls(
             },
         }
     }
-    readiness.set_tls_bound(false);
     drain(connections, stop_sender).await;
-    Ok(())
-}
-
-/// Serves `app` over plain HTTP (HTTP/1.1 and h2c) until `shutdown` completes.
-pub async fn serve_plain(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(Error::Serve)
 }
 
 async fn drain(mut connections: JoinSet<()>, stop_sender: watch::Sender<bool>) {
@@ -184,46 +260,100 @@ async fn drain(mut connections: JoinSet<()>, stop_sender: watch::Sender<bool>) {
     connections.abort_all();
 }
 
-async fn serve_tls_connection(
-    acceptor: TlsAcceptor,
+async fn serve_connection(
+    acceptor: Option<TlsAcceptor>,
     stream: TcpStream,
     peer: SocketAddr,
     app: Router,
-    mut stop: watch::Receiver<bool>,
+    options: ListenerOptions,
+    guard: ConnectionGuard,
+    stop: watch::Receiver<bool>,
 ) {
-    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls_stream)) => tls_stream,
-        Ok(Err(error)) => {
-            tracing::debug!(%peer, %error, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
+    let Some(acceptor) = acceptor else {
+        serve_http(TokioIo::new(stream), peer, app, options, guard, stop).await;
+        return;
+    };
+    // The handshake counts against the first-request timeout too, and an eviction ends it.
+    let handshake = tokio::time::timeout(options.handshake_timeout, acceptor.accept(stream));
+    let tls_stream = tokio::select! {
+        handshake = handshake => match handshake {
+            Ok(Ok(tls_stream)) => tls_stream,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        },
+        () = guard.expired() => {
+            tracing::debug!(%peer, "connection closed during the TLS handshake");
             return;
         }
     };
+    serve_http(TokioIo::new(tls_stream), peer, app, options, guard, stop).await;
+}
+
+async fn serve_http<I>(
+    io: I,
+    peer: SocketAddr,
+    app: Router,
+    options: ListenerOptions,
+    guard: ConnectionGuard,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(options.header_read_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_HTTP2_STREAMS);
-    let connection = builder
-        .serve_connection(TokioIo::new(tls_stream), TowerToHyperService::new(app))
-        .into_owned();
-    tokio::pin!(connection);
-    let finished_early = tokio::select! {
-        result = connection.as_mut() => Some(result),
-        _ = stop.wait_for(|stopping| *stopping) => None,
+        .max_concurrent_streams(MAX_HTTP2_STREAMS)
+        .keep_alive_interval(options.http2_keepalive_interval)
+        .keep_alive_timeout(options.http2_keepalive_interval);
+    let guard = Arc::new(guard);
+    let service = {
+        let guard = guard.clone();
+        hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            // Counted from the request's start to its answer: only then is the connection busy.
+            let in_progress = guard.begin_request();
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(request.map(Body::new)).await;
+                drop(in_progress);
+                response
+            }
+        })
     };
-    let result = match finished_early {
-        Some(result) => result,
-        None => {
+    let connection = builder.serve_connection(io, service).into_owned();
+    tokio::pin!(connection);
+    enum Ended<T> {
+        Finished(T),
+        Stopping,
+        Idle,
+    }
+    let ended = tokio::select! {
+        result = connection.as_mut() => Ended::Finished(result),
+        _ = stop.wait_for(|stopping| *stopping) => Ended::Stopping,
+        () = guard.expired() => Ended::Idle,
+    };
+    let result = match ended {
+        Ended::Finished(result) => result,
+        Ended::Stopping => {
             connection.as_mut().graceful_shutdown();
             connection.await
+        }
+        Ended::Idle => {
+            tracing::debug!(%peer, evicted = guard.was_evicted(), "closing an idle connection");
+            connection.as_mut().graceful_shutdown();
+            // Idle: nothing is lost when the goodbye does not finish in time.
+            let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
+            return;
         }
     };
     if let Err(error) = result {
@@ -369,7 +499,10 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<WebhookState>) -> Response {
-    let readiness = &state.readiness;
+    readiness_response(&state.readiness)
+}
+
+fn readiness_response(readiness: &Readiness) -> Response {
     let status = if readiness.is_ready() {
         StatusCode::OK
     } else {

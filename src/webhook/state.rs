@@ -21,8 +21,8 @@ pub struct WebhookOptions {
     /// Every review is answered within this time from its arrival (or the API server's
     /// `?timeout=`, whichever is shorter), if need be "allowed" with a warning.
     pub admission_deadline: Duration,
-    /// Evaluations on the blocking pool running at once; more wait for a slot until their
-    /// deadline. Quick decisions (see `AdmissionHandler::is_quick`) need no slot.
+    /// Evaluations running at once (quick ones included); more wait for a slot until their
+    /// deadline.
     pub max_in_flight: usize,
     /// Larger bodies get 413.
     pub max_body_bytes: usize,

@@ -156,11 +156,50 @@ impl StoresServerSessions for RotatingSessionCache {
 
 /// A rustls server configuration on the ring provider, TLS 1.3 and 1.2, ALPN h2 then http/1.1.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<rustls::ServerConfig>, Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(crypto_provider())
+    build_server_config(resolver, None)
+}
+
+/// The same configuration as the runtime's, but requiring a client certificate signed by one of
+/// the CAs in the PEM file `client_ca` (`--client-ca`): only kube-apiserver, given a client
+/// certificate for this webhook, may call it.
+pub fn requiring_client_certs(
+    runtime: &TlsRuntime,
+    client_ca: &std::path::Path,
+) -> Result<Arc<rustls::ServerConfig>, Error> {
+    let pem = std::fs::read(client_ca).map_err(|source| Error::Read {
+        path: client_ca.to_path_buf(),
+        source,
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(certificate.map_err(Error::CertificatePem)?)
+            .map_err(Error::Config)?;
+    }
+    if roots.is_empty() {
+        return Err(Error::NoCertificate);
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        crypto_provider(),
+    )
+    .build()
+    .map_err(|error| Error::Config(rustls::Error::General(error.to_string())))?;
+    build_server_config(runtime.resolver.clone(), Some(verifier))
+}
+
+fn build_server_config(
+    resolver: Arc<CertResolver>,
+    client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Result<Arc<rustls::ServerConfig>, Error> {
+    let builder = rustls::ServerConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(Error::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver.clone());
+        .map_err(Error::Config)?;
+    let builder = match client_verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver.clone());
     config.session_storage = resolver.sessions.clone();
     config.alpn_protocols = ALPN_PROTOCOLS
         .iter()

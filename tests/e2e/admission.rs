@@ -253,6 +253,23 @@ const CASES: &[(&str, Expect)] = &[
             warn: &["NoMatchingListenerHostname"],
         },
     ),
+    // Oversized routes are denied without being expanded.
+    (
+        "too-many-hostnames",
+        Expect {
+            allowed: false,
+            deny: &["TooManyHostnames"],
+            warn: &[],
+        },
+    ),
+    (
+        "too-many-parent-refs",
+        Expect {
+            allowed: false,
+            deny: &["TooManyParentRefs"],
+            warn: &[],
+        },
+    ),
     (
         "unreadable-object",
         Expect {

@@ -763,6 +763,34 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
             .any(|t| t == "Ingress"),
         "{origin}: NetworkPolicy restricts ingress"
     );
+    // Metrics only from the monitoring namespaces: every rule admitting the metrics port names
+    // its sources by namespace selector.
+    let metrics_rules: Vec<_> = policy
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ingress.iter().flatten())
+        .filter(|rule| {
+            rule.ports.iter().flatten().any(|p| {
+                p.port.as_ref().is_some_and(|port| {
+                    ports.iter().any(|c| {
+                        c.name.as_deref() == Some("metrics")
+                            && container_port(container, port) == c.container_port
+                    })
+                })
+            })
+        })
+        .collect();
+    assert!(
+        !metrics_rules.is_empty(),
+        "{origin}: a rule admits the metrics port"
+    );
+    for rule in metrics_rules {
+        let sources = rule.from.as_deref().unwrap_or_default();
+        assert!(
+            !sources.is_empty() && sources.iter().all(|peer| peer.namespace_selector.is_some()),
+            "{origin}: metrics only from selected namespaces"
+        );
+    }
 }
 
 fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {

@@ -605,7 +605,8 @@ async fn metrics_are_served_on_the_webhook_and_on_a_plain_listener() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server::serve_plain(
         listener,
-        server::metrics_router(webhook.metrics.clone()),
+        server::metrics_router(webhook.metrics.clone(), webhook.readiness.clone()),
+        server::ListenerOptions::default(),
         async {
             let _ = stopped.await;
         },
@@ -638,6 +639,8 @@ async fn metrics_are_served_on_the_webhook_and_on_a_plain_listener() {
             .await
             .starts_with("HTTP/1.1 200")
     );
+    // Readiness too, for probes when the webhook requires client certificates.
+    assert!(plain_get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
 }

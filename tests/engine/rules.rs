@@ -1044,6 +1044,8 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::NoParentRefs, Action::Warn),
         (Reason::GatewayHasNoAddress, Action::Warn),
         (Reason::InheritedWildcardHostname, Action::Warn),
+        (Reason::TooManyHostnames, Action::Deny),
+        (Reason::TooManyParentRefs, Action::Deny),
     ];
     assert_eq!(Reason::ALL.len(), table.len());
     for (reason, action) in table {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod big_route;
 pub mod bind;
 pub mod chart_values;
 pub mod cluster;

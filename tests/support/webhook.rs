@@ -348,11 +348,37 @@ impl TestWebhook {
         webhook
     }
 
+    /// In-memory certificates, sources synced, and these transport limits.
+    pub async fn start_limited(
+        handler: Arc<dyn AdmissionHandler>,
+        options: WebhookOptions,
+        listener_options: server::ListenerOptions,
+    ) -> Self {
+        let ca_dir = tempfile::tempdir().unwrap();
+        let source = CertSource::InMemory {
+            service: SERVICE.into(),
+            namespace: NAMESPACE.into(),
+            ca_out: ca_dir.path().join("certs/ca.crt"),
+        };
+        let webhook = Self::start_full(handler, options, source, listener_options).await;
+        webhook.readiness.set_sources_synced(true);
+        webhook
+    }
+
     /// Any certificate source; readiness left as the caller wants it (sources not synced).
     pub async fn start_with(
         handler: Arc<dyn AdmissionHandler>,
         options: WebhookOptions,
         source: CertSource,
+    ) -> Self {
+        Self::start_full(handler, options, source, server::ListenerOptions::default()).await
+    }
+
+    async fn start_full(
+        handler: Arc<dyn AdmissionHandler>,
+        options: WebhookOptions,
+        source: CertSource,
+        listener_options: server::ListenerOptions,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
         let readiness = Readiness::new();
@@ -370,7 +396,7 @@ impl TestWebhook {
             let config = tls.server_config.clone();
             let readiness = readiness.clone();
             async move {
-                server::serve_tls(listener, config, app, readiness, async {
+                server::serve_tls_with(listener, config, app, readiness, listener_options, async {
                     let _ = stop.await;
                 })
                 .await

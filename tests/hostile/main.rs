@@ -1,0 +1,11 @@
+//! Hostile clients against real listeners on loopback: idle and silent connections, oversized
+//! routes, malformed DNS. Each test is bounded in count and time, and each one failed before the
+//! defence it covers existed.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod client_certs;
+mod connections;
+mod dns;
+mod routes;
