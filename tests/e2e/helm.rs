@@ -747,6 +747,20 @@ fn effects() -> Vec<Effect> {
             check: |o| !o.has("NetworkPolicy", "gateway-dns"),
         },
         Effect {
+            value: "networkPolicy.metricsNamespaceSelector",
+            args: vec![
+                "--set-json",
+                r#"networkPolicy.metricsNamespaceSelector={"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}"#,
+            ],
+            check: |o| {
+                o.at(
+                    "NetworkPolicy",
+                    "gateway-dns",
+                    "/spec/ingress/1/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
+                ) == "monitoring"
+            },
+        },
+        Effect {
             value: "monitoring.serviceMonitor.enabled",
             args: vec!["--set", "monitoring.serviceMonitor.enabled=true"],
             check: |o| o.has("ServiceMonitor", "gateway-dns"),

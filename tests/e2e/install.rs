@@ -1601,7 +1601,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 7] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
     (
         "kubectl",
         &[
@@ -1635,6 +1635,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 7] = [
         ],
     ),
     ("docker", &["--build-arg"]),
+    ("kube-apiserver", &["--admission-control-config-file"]),
     // Named where the docs compare external-dns's flags with ours.
     (
         "external-dns",
