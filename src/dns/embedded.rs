@@ -5,6 +5,14 @@
 //! NXDOMAIN vs NODATA (SOA in the authority section) per RFC 2308, wildcards per RFC 4592
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
 //! REFUSED for names outside the zones, the SOA serial bumped on every change.
+//!
+//! Hidden primary: zone transfers (AXFR; an IXFR request is answered with the whole zone, the
+//! AXFR-style reply RFC 1995 section 4 allows) go over TCP only to the configured secondaries,
+//! and only when the request carries a valid TSIG of the transfer key (RFC 8945); every other
+//! transfer request is REFUSED. Any TSIG-signed query is verified and its answer signed; a bad
+//! key, MAC or time gets NOTAUTH with the TSIG error, unsigned. After each change every
+//! secondary gets a signed NOTIFY (RFC 1996) over UDP, retried a bounded number of times with
+//! a growing delay until it answers.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -12,11 +20,15 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::tsig::{TSIG, TsigError, make_tsig_record};
 use hickory_proto::rr::rdata::{NS, SOA};
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
+use hickory_proto::rr::{
+    DNSClass, Name, RData, Record, RecordType as WireType, TSigResponseContext, TSigner,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
@@ -25,6 +37,7 @@ use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
+use super::rfc2136::TsigKey;
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
@@ -42,6 +55,16 @@ const SOA_RETRY: i32 = 600;
 const SOA_EXPIRE: i32 = 86400;
 /// SOA MINIMUM: the negative-caching TTL (RFC 2308).
 const SOA_MINIMUM: u32 = 60;
+/// Records per message of a zone transfer: far below 64 KiB even with long TXT values.
+const TRANSFER_RECORDS_PER_MESSAGE: usize = 64;
+/// Room kept in a UDP answer for the TSIG record of a signed answer.
+const TSIG_ROOM: usize = 256;
+/// NOTIFY attempts per secondary and change; the wait for an answer doubles from the first.
+const NOTIFY_ATTEMPTS: u32 = 5;
+const NOTIFY_FIRST_WAIT: Duration = Duration::from_secs(1);
+/// Changes waiting to be notified; beyond, a change is skipped (the next one carries its
+/// serial, and the secondaries' SOA refresh catches up anyway).
+const NOTIFY_QUEUE: usize = 256;
 
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
@@ -56,7 +79,14 @@ pub struct EmbeddedConfig {
     /// UDP answers per second to one source address (a token bucket holding as many), so that
     /// spoofed queries cannot turn the server into an amplifier; 0 turns the limit off.
     pub udp_answers_per_source_per_second: u32,
+    /// Secondaries (`--embedded-secondary`): sent NOTIFY on each change, allowed to transfer.
+    pub secondaries: Vec<SocketAddr>,
+    /// The TSIG key transfers and NOTIFYs are signed with; needed when there are secondaries.
+    pub transfer_key: Option<TsigKey>,
 }
+
+/// Environment variable read for the transfer TSIG secret when no secret file is given.
+pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_EMBEDDED_TSIG_SECRET";
 
 /// The default of [`EmbeddedConfig::udp_answers_per_source_per_second`]: far above what one
 /// resolver asks of a few zones, far below what makes a useful reflector.
@@ -70,6 +100,8 @@ impl EmbeddedConfig {
             soa_ttl: 300,
             tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
             udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
+            secondaries: Vec::new(),
+            transfer_key: None,
         }
     }
 }
@@ -90,6 +122,22 @@ pub enum Error {
     InvalidTarget(#[from] InvalidTarget),
     #[error("embedded DNS server: zone data lock poisoned")]
     Poisoned,
+    #[error("embedded DNS server: secondaries need a TSIG key for transfers and NOTIFY")]
+    SecondariesWithoutKey,
+    #[error("embedded DNS server: transfer key: {0}")]
+    TransferKey(#[from] super::rfc2136::Error),
+}
+
+/// Who may pull the zones, and the key that signs transfers and NOTIFYs.
+struct Transfers {
+    secondaries: Vec<SocketAddr>,
+    signer: Option<TSigner>,
+}
+
+impl Transfers {
+    fn allowed(&self, peer: IpAddr) -> bool {
+        self.signer.is_some() && self.secondaries.iter().any(|s| s.ip() == peer)
+    }
 }
 
 struct Zone {
@@ -151,6 +199,8 @@ pub struct EmbeddedDns {
     zones: Vec<String>,
     local_addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    /// (apex, serial) of each change, to the NOTIFY task; `None` without secondaries.
+    notify: Option<mpsc::Sender<(String, u32)>>,
 }
 
 /// How often a random port (`--dns-listen` with port 0) is drawn again when its TCP side is
@@ -199,6 +249,15 @@ impl EmbeddedDns {
         if config.zones.is_empty() {
             return Err(Error::NoZones);
         }
+        let signer = match &config.transfer_key {
+            Some(key) => Some(key.signer()?),
+            None if config.secondaries.is_empty() => None,
+            None => return Err(Error::SecondariesWithoutKey),
+        };
+        let transfers = Arc::new(Transfers {
+            secondaries: config.secondaries.clone(),
+            signer,
+        });
         let initial_serial = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)
@@ -212,20 +271,39 @@ impl EmbeddedDns {
         }));
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(serve_udp(
                 udp,
                 store.clone(),
                 soa_ttl,
                 config.udp_answers_per_source_per_second,
+                transfers.clone(),
             )),
-            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl, config.tcp_limits)),
+            tokio::spawn(serve_tcp(
+                tcp,
+                store.clone(),
+                soa_ttl,
+                config.tcp_limits,
+                transfers.clone(),
+            )),
         ];
+        let notify = if transfers.secondaries.is_empty() {
+            None
+        } else {
+            let (sender, receiver) = mpsc::channel(NOTIFY_QUEUE);
+            tasks.push(tokio::spawn(notify_secondaries(
+                receiver,
+                transfers.clone(),
+                soa_ttl,
+            )));
+            Some(sender)
+        };
         Ok(EmbeddedDns {
             store,
             zones: config.zones,
             local_addr,
             tasks,
+            notify,
         })
     }
 
@@ -288,10 +366,20 @@ impl EmbeddedDns {
                 touched.insert(i);
             }
         }
+        let mut changed = Vec::new();
         for i in touched {
             let zone = &mut store.zones[i];
             zone.serial = zone.serial.wrapping_add(1);
             zone.reindex();
+            changed.push((zone.apex.clone(), zone.serial));
+        }
+        drop(store);
+        if let Some(notify) = &self.notify {
+            for change in changed {
+                if notify.try_send(change).is_err() {
+                    debug!("embedded DNS: NOTIFY queue full, a change waits for the next one");
+                }
+            }
         }
         Ok(())
     }
@@ -337,6 +425,7 @@ async fn serve_udp(
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
     answers_per_second: u32,
+    transfers: Arc<Transfers>,
 ) {
     let mut buffer = vec![0u8; 4096];
     let mut limiter = AnswerRateLimiter::new(answers_per_second);
@@ -351,7 +440,8 @@ async fn serve_udp(
         if !limiter.allow(peer.ip(), std::time::Instant::now()) {
             continue;
         }
-        if let Some(answer) = answer_bytes(&buffer[..len], &store, soa_ttl, true) {
+        let answers = answer_bytes(&buffer[..len], &store, soa_ttl, None, &transfers);
+        if let Some(answer) = answers.and_then(|answers| answers.into_iter().next()) {
             let _ = socket.send_to(&answer, peer).await;
         }
     }
@@ -407,6 +497,7 @@ async fn serve_tcp(
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
     limits: ConnectionLimits,
+    transfers: Arc<Transfers>,
 ) {
     // Connection tasks live in this set: aborting the server aborts them too.
     let mut connections = JoinSet::new();
@@ -430,9 +521,10 @@ async fn serve_tcp(
             continue; // every connection is mid-query: drop this one
         };
         let store = store.clone();
+        let transfers = transfers.clone();
         connections.spawn(async move {
             tokio::select! {
-                () = serve_connection(stream, &store, soa_ttl, &guard) => {}
+                () = serve_connection(stream, peer.ip(), &store, soa_ttl, &guard, &transfers) => {}
                 () = guard.expired() => {}
             }
         });
@@ -441,9 +533,11 @@ async fn serve_tcp(
 
 async fn serve_connection(
     mut stream: TcpStream,
+    peer: IpAddr,
     store: &RwLock<Store>,
     soa_ttl: u32,
     guard: &ConnectionGuard,
+    transfers: &Transfers,
 ) {
     // Bounded by the idle timeout: `guard.expired()` ends this loop when no query arrives.
     loop {
@@ -459,69 +553,342 @@ async fn serve_connection(
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(answer) = answer_bytes(&request, store, soa_ttl, false) else {
+        let Some(answers) = answer_bytes(&request, store, soa_ttl, Some(peer), transfers) else {
             return;
         };
-        let Ok(answer_len) = u16::try_from(answer.len()) else {
-            return;
-        };
-        let mut framed = Vec::with_capacity(answer.len() + 2);
-        framed.extend_from_slice(&answer_len.to_be_bytes());
-        framed.extend_from_slice(&answer);
-        if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
-            .await
-            .map_or(true, |written| written.is_err())
-        {
-            return;
+        // A zone transfer is many messages; each must move within the timeout.
+        for answer in answers {
+            let Ok(answer_len) = u16::try_from(answer.len()) else {
+                return;
+            };
+            let mut framed = Vec::with_capacity(answer.len() + 2);
+            framed.extend_from_slice(&answer_len.to_be_bytes());
+            framed.extend_from_slice(&answer);
+            if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
+                .await
+                .map_or(true, |written| written.is_err())
+            {
+                return;
+            }
         }
     }
 }
 
-/// Decode a request and encode the answer; `None` when there is nothing sensible to send.
-fn answer_bytes(request: &[u8], store: &RwLock<Store>, soa_ttl: u32, udp: bool) -> Option<Vec<u8>> {
+/// What the TSIG of a request says.
+enum Auth {
+    Unsigned,
+    /// Signed with our key, in time: the request MAC, which the answer's MAC covers.
+    Signed {
+        mac: Vec<u8>,
+    },
+    /// NOTAUTH with this TSIG error (RFC 8945 5.2).
+    Rejected(Rejection),
+}
+
+enum Rejection {
+    UnknownKey(Name),
+    BadSig,
+    BadTime { mac: Vec<u8> },
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn authenticate(raw: &[u8], request: &Message, signer: Option<&TSigner>, now: u64) -> Auth {
+    let Some(tsig) = request.signature() else {
+        return Auth::Unsigned;
+    };
+    let Some(signer) =
+        signer.filter(|s| s.signer_name() == &tsig.name && s.algorithm() == &tsig.data.algorithm)
+    else {
+        return Auth::Rejected(Rejection::UnknownKey(tsig.name.clone()));
+    };
+    match signer.verify_message_byte(raw, None, true) {
+        Err(_) => Auth::Rejected(Rejection::BadSig),
+        Ok((mac, _, window)) if window.start <= now && now <= window.end => Auth::Signed { mac },
+        Ok((mac, _, _)) => Auth::Rejected(Rejection::BadTime { mac }),
+    }
+}
+
+/// Decode a request and encode the answer: one message, or a zone transfer's several over TCP
+/// (`peer` is the TCP client; `None` for UDP). `None` when there is nothing sensible to send.
+fn answer_bytes(
+    request: &[u8],
+    store: &RwLock<Store>,
+    soa_ttl: u32,
+    peer: Option<IpAddr>,
+    transfers: &Transfers,
+) -> Option<Vec<Vec<u8>>> {
     // Shorter than a header, or itself a response (QR=1): answering would only feed loops
     // and reflection, so such packets are dropped (RFC 1035 4.1.1; RFC 5358).
     if request.len() < DNS_HEADER_LEN || request[2] & QR_BIT != 0 {
         return None;
     }
+    let raw = request;
     let request = match Message::from_vec(request) {
         Ok(request) => request,
         Err(_) => {
             // Answer FORMERR when at least the header is there.
             let id = u16::from_be_bytes([*request.first()?, *request.get(1)?]);
             let error = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
-            return error.to_vec().ok();
+            return error.to_vec().ok().map(|bytes| vec![bytes]);
         }
     };
     if request.metadata.message_type != MessageType::Query {
         return None;
     }
-    let mut response = {
-        let store = store.read().ok()?;
-        respond(&store, &request, soa_ttl)
+    let now = unix_now();
+    let auth = authenticate(raw, &request, transfers.signer.as_ref(), now);
+    let signer = transfers.signer.as_ref();
+    let mut response = match &auth {
+        Auth::Rejected(_) => {
+            let mut response = Message::response(request.metadata.id, request.metadata.op_code);
+            response.add_queries(request.queries.iter().cloned());
+            response.metadata.response_code = ResponseCode::NotAuth;
+            response
+        }
+        Auth::Unsigned | Auth::Signed { .. } => {
+            let may_transfer = matches!(auth, Auth::Signed { .. })
+                && peer.is_some_and(|peer| transfers.allowed(peer));
+            let store = store.read().ok()?;
+            respond(&store, &request, soa_ttl, may_transfer)
+        }
     };
-    let limit = if !udp {
+    let id = request.metadata.id;
+    if peer.is_some() && response.answers.len() > TRANSFER_RECORDS_PER_MESSAGE {
+        // A zone transfer: split into messages, the first carrying the question.
+        let records = std::mem::take(&mut response.answers);
+        let mut messages = Vec::new();
+        for (index, chunk) in records.chunks(TRANSFER_RECORDS_PER_MESSAGE).enumerate() {
+            let mut message = Message::response(id, response.metadata.op_code);
+            message.metadata.authoritative = true;
+            if index == 0 {
+                message.add_queries(response.queries.iter().cloned());
+            }
+            message.add_answers(chunk.iter().cloned());
+            messages.push(message);
+        }
+        return seal_all(messages, &auth, signer, id, now);
+    }
+    let limit = if peer.is_some() {
         u16::MAX as usize
     } else {
-        match &request.edns {
+        let limit = match &request.edns {
             Some(edns) => edns.max_payload().clamp(512, MAX_UDP_PAYLOAD) as usize,
             None => 512,
+        };
+        if matches!(auth, Auth::Unsigned) {
+            limit
+        } else {
+            limit - TSIG_ROOM
         }
     };
     let bytes = response.to_vec().ok()?;
-    if bytes.len() <= limit {
-        return Some(bytes);
+    if bytes.len() > limit {
+        // Too big for UDP: an empty truncated answer tells the client to retry over TCP.
+        response.metadata.truncation = true;
+        response.answers.clear();
+        response.authorities.clear();
+        response.additionals.clear();
     }
-    // Too big for UDP: an empty truncated answer tells the client to retry over TCP.
-    response.metadata.truncation = true;
-    response.answers.clear();
-    response.authorities.clear();
-    response.additionals.clear();
-    response.to_vec().ok()
+    seal_all(vec![response], &auth, signer, id, now)
+}
+
+/// Encode the messages of one answer, each TSIG-signed when the request was (RFC 8945 5.3.1:
+/// the first covers the request MAC, each next one the MAC before it and the timers only).
+fn seal_all(
+    messages: Vec<Message>,
+    auth: &Auth,
+    signer: Option<&TSigner>,
+    id: u16,
+    now: u64,
+) -> Option<Vec<Vec<u8>>> {
+    let mut encoded = Vec::with_capacity(messages.len());
+    let mut previous_mac: Option<Vec<u8>> = None;
+    for mut message in messages {
+        let bytes = message.to_vec().ok()?;
+        let tsig = match (auth, signer) {
+            (Auth::Unsigned, _) => None,
+            (Auth::Rejected(Rejection::UnknownKey(name)), _) => {
+                Some(TSigResponseContext::unknown_key(id, now, name.clone()).sign(&bytes))
+            }
+            (Auth::Rejected(_), None) | (Auth::Signed { .. }, None) => None,
+            (Auth::Rejected(Rejection::BadSig), Some(signer)) => {
+                Some(TSigResponseContext::bad_signature(id, now, signer.clone()).sign(&bytes))
+            }
+            (Auth::Rejected(Rejection::BadTime { mac }), Some(signer)) => Some(
+                TSigResponseContext::new(
+                    id,
+                    now,
+                    signer.clone(),
+                    mac.clone(),
+                    Some(TsigError::BadTime),
+                )
+                .sign(&bytes),
+            ),
+            (Auth::Signed { mac }, Some(signer)) => match &previous_mac {
+                None => Some(
+                    TSigResponseContext::new(id, now, signer.clone(), mac.clone(), None)
+                        .sign(&bytes),
+                ),
+                Some(previous) => Some(sign_continuation(signer, previous, &bytes, id, now)),
+            },
+        };
+        if let Some(tsig) = tsig {
+            let tsig = tsig.ok()?;
+            previous_mac = Some(tsig.data.mac.clone());
+            message.set_signature(tsig);
+            encoded.push(message.to_vec().ok()?);
+        } else {
+            encoded.push(bytes);
+        }
+    }
+    Some(encoded)
+}
+
+/// The TSIG of a message after the first of a multi-message answer (RFC 8945 5.3.1): its MAC
+/// covers the previous MAC, the message and the timers (time signed, fudge).
+fn sign_continuation(
+    signer: &TSigner,
+    previous_mac: &[u8],
+    message: &[u8],
+    id: u16,
+    now: u64,
+) -> Result<Box<Record<TSIG>>, hickory_proto::ProtoError> {
+    let previous_len = u16::try_from(previous_mac.len())
+        .map_err(|_| hickory_proto::ProtoError::from("TSIG MAC over 64 KiB"))?;
+    let mut tbs = Vec::with_capacity(previous_mac.len() + message.len() + 10);
+    tbs.extend_from_slice(&previous_len.to_be_bytes());
+    tbs.extend_from_slice(previous_mac);
+    tbs.extend_from_slice(message);
+    tbs.extend_from_slice(&now.to_be_bytes()[2..]);
+    tbs.extend_from_slice(&signer.fudge().to_be_bytes());
+    let mac = signer
+        .sign(&tbs)
+        .map_err(|e| hickory_proto::ProtoError::from(e.to_string()))?;
+    let tsig = TSIG::new(
+        signer.algorithm().clone(),
+        now,
+        signer.fudge(),
+        mac,
+        id,
+        None,
+        Vec::new(),
+    );
+    Ok(Box::new(make_tsig_record(
+        signer.signer_name().clone(),
+        tsig,
+    )))
+}
+
+/// Sends NOTIFY for each (apex, serial) received to every secondary, each with its retries.
+async fn notify_secondaries(
+    mut changes: mpsc::Receiver<(String, u32)>,
+    transfers: Arc<Transfers>,
+    soa_ttl: u32,
+) {
+    // Aborting this task drops the set, which aborts the NOTIFYs in flight.
+    let mut in_flight = JoinSet::new();
+    loop {
+        tokio::select! {
+            change = changes.recv() => {
+                let Some((apex, serial)) = change else { return };
+                for secondary in &transfers.secondaries {
+                    in_flight.spawn(notify_one(
+                        *secondary,
+                        transfers.signer.clone(),
+                        apex.clone(),
+                        serial,
+                        soa_ttl,
+                    ));
+                }
+            }
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
+    }
+}
+
+/// One NOTIFY (RFC 1996) for `apex` at `serial`, signed, until `secondary` answers or the
+/// attempts run out.
+async fn notify_one(
+    secondary: SocketAddr,
+    signer: Option<TSigner>,
+    apex: String,
+    serial: u32,
+    soa_ttl: u32,
+) {
+    let Ok(name) = wire_name(&apex) else { return };
+    let local: SocketAddr = if secondary.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([0u16; 8], 0))
+    };
+    let socket = match UdpSocket::bind(local).await {
+        Ok(socket) => socket,
+        Err(err) => {
+            debug!(error = %err, "embedded DNS: no socket for NOTIFY");
+            return;
+        }
+    };
+    let mut wait = NOTIFY_FIRST_WAIT;
+    for attempt in 1..=NOTIFY_ATTEMPTS {
+        let id = fastrand::u16(..);
+        let mut message = Message::query();
+        message.metadata.id = id;
+        message.metadata.op_code = OpCode::Notify;
+        message.metadata.authoritative = true;
+        message.metadata.recursion_desired = false;
+        message.add_query(Query::query(name.clone(), WireType::SOA));
+        let zone = Zone::new(apex.clone(), serial);
+        message.add_answer(soa_record(&zone, soa_ttl, false));
+        if let Some(signer) = &signer
+            && message.finalize(signer, unix_now()).is_err()
+        {
+            return;
+        }
+        let Ok(bytes) = message.to_vec() else { return };
+        if socket.send_to(&bytes, secondary).await.is_ok()
+            && wait_for_answer(&socket, secondary, id, wait).await
+        {
+            debug!(%secondary, zone = %apex, serial, attempt, "embedded DNS: NOTIFY answered");
+            return;
+        }
+        wait *= 2;
+    }
+    tracing::warn!(%secondary, zone = %apex, serial, "embedded DNS: NOTIFY unanswered");
+}
+
+/// Whether an answer with `id` comes from `secondary` within `wait`.
+async fn wait_for_answer(
+    socket: &UdpSocket,
+    secondary: SocketAddr,
+    id: u16,
+    wait: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut buffer = [0u8; 4096];
+    // Bounded by the deadline: each receive waits at most until then.
+    loop {
+        match tokio::time::timeout_at(deadline, socket.recv_from(&mut buffer)).await {
+            Ok(Ok((len, from))) => {
+                if from == secondary
+                    && len >= DNS_HEADER_LEN
+                    && buffer[2] & QR_BIT != 0
+                    && u16::from_be_bytes([buffer[0], buffer[1]]) == id
+                {
+                    return true;
+                }
+            }
+            Ok(Err(_)) | Err(_) => return false,
+        }
+    }
 }
 
 /// The answer to one query message. Pure apart from reading the zone data.
-fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
+fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -> Message {
     let mut response = Message::response(request.metadata.id, request.metadata.op_code);
     response.metadata.recursion_desired = request.metadata.recursion_desired;
     if request.edns.is_some() {
@@ -552,7 +919,16 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         response.metadata.response_code = ResponseCode::Refused;
         return response;
     };
-    // No zone transfers from the embedded server; and only the IN class.
+    // Zone transfers only to the secondaries, signed; and only the IN class.
+    if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
+        && may_transfer
+        && zone.apex == qname
+        && query.query_class() == DNSClass::IN
+    {
+        response.metadata.authoritative = true;
+        response.add_answers(transfer_records(zone, soa_ttl));
+        return response;
+    }
     if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
         || !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY)
     {
@@ -655,6 +1031,18 @@ fn add_rrset(
     }
 }
 
+/// The whole zone as AXFR sends it: SOA, NS, every RRset in name order, SOA again.
+fn transfer_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
+    let mut records = vec![soa_record(zone, soa_ttl, false), ns_record(zone, soa_ttl)];
+    for set in zone.rrsets.values() {
+        if let Ok(wire) = wire_records(set, set.ttl_or_default()) {
+            records.extend(wire);
+        }
+    }
+    records.push(soa_record(zone, soa_ttl, false));
+    records
+}
+
 fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
     let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
     let mname = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
@@ -702,7 +1090,7 @@ mod tests {
     fn ask(name: &str, qtype: WireType) -> Message {
         let mut request = Message::query();
         request.add_query(Query::query(wire_name(name).unwrap(), qtype));
-        respond(&store(), &request, 300)
+        respond(&store(), &request, 300, false)
     }
 
     #[test]

@@ -1,0 +1,160 @@
+//! The embedded server as a hidden primary: a real BIND secondary pulls the zone with TSIG,
+//! and follows each change through NOTIFY and a transfer.
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gateway_dns::dns::Endpoint;
+use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::model::RecordType;
+use gateway_dns::sync::{SyncConfig, Syncer};
+
+use crate::support::bind::{Bind, KEY_NAME, SECRET};
+use crate::support::dig;
+use crate::support::net::{free_port, require_binary};
+
+fn a(name: &str, ip: &str) -> Endpoint {
+    Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
+}
+
+/// `dig AXFR` against `server`, with `key` as dig's `-y` (`None`: unsigned); dig's output.
+pub fn axfr(server: std::net::SocketAddr, zone: &str, key: Option<&str>) -> String {
+    let mut command = Command::new(require_binary("dig", "bind9-dnsutils"));
+    command
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string()])
+        .args(["+noall", "+answer", "+comments", "+time=3", "+tries=1"]);
+    if let Some(key) = key {
+        command.args(["-y", key]);
+    }
+    let output = command.arg(zone).arg("AXFR").output().expect("run dig");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_secondary_follows_changes_through_notify_and_transfer() {
+    let zone = "example.com";
+    let bind_port = free_port();
+    let bind_addr = std::net::SocketAddr::from(([127, 0, 0, 1], bind_port));
+    let mut config = EmbeddedConfig::new(vec![zone.into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.secondaries = vec![bind_addr];
+    config.transfer_key = Some(
+        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+            KEY_NAME,
+            "hmac-sha256".parse().unwrap(),
+            SECRET,
+        )
+        .unwrap(),
+    );
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let primary = server.local_addr();
+    let desired = Arc::new(Mutex::new(vec![
+        a("app.example.com", "192.0.2.1"),
+        a("*.wild.example.com", "192.0.2.3"),
+        Endpoint::new("text.example.com", RecordType::TXT, ["hello world"]),
+    ]));
+    let source = {
+        let desired = desired.clone();
+        Arc::new(move || desired.lock().unwrap().clone())
+    };
+    let syncer = Syncer::new(
+        server.clone(),
+        source,
+        SyncConfig::new("gw", vec![zone.into()]),
+        Default::default(),
+    );
+    assert!(syncer.run_once().await.unwrap().converged);
+
+    // BIND starts, transfers the zone, and answers from it.
+    let bind = tokio::task::spawn_blocking(move || Bind::start_secondary(zone, bind_port, primary))
+        .await
+        .unwrap();
+    assert_eq!(
+        dig::query(bind.addr(), "app.example.com", "A", false).data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "x.wild.example.com", "A", false).data("A"),
+        ["192.0.2.3"]
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
+        server.serial(zone)
+    );
+
+    // A change: NOTIFY, then BIND pulls it (the SOA refresh is an hour: only NOTIFY explains
+    // it arriving now).
+    desired.lock().unwrap()[0] = a("app.example.com", "192.0.2.10");
+    let changed = Instant::now();
+    assert!(syncer.run_once().await.unwrap().converged);
+    let mut seen = None;
+    for _ in 0..100 {
+        let bind_addr = bind.addr();
+        let answer = tokio::task::spawn_blocking(move || {
+            dig::query(bind_addr, "app.example.com", "A", false).data("A")
+        })
+        .await
+        .unwrap();
+        if answer == ["192.0.2.10"] {
+            seen = Some(changed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = seen.unwrap_or_else(|| {
+        panic!(
+            "BIND never saw the change; its log:\n{}",
+            std::fs::read_to_string(bind.log_path()).unwrap_or_default()
+        )
+    });
+    eprintln!("change visible on the BIND secondary after {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert_eq!(
+        dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
+        server.serial(zone)
+    );
+
+    // Transfers: the right key from a secondary's address works; a wrong key or none doesn't.
+    let good = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:{KEY_NAME}:{SECRET}")),
+    );
+    assert!(good.contains("192.0.2.10"), "{good}");
+    assert_eq!(good.matches("\tSOA\t").count(), 2, "{good}");
+    let wrong_secret = "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZw==";
+    let wrong = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:{KEY_NAME}:{wrong_secret}")),
+    );
+    assert!(!wrong.contains("192.0.2.10"), "{wrong}");
+    assert!(
+        wrong.contains("NOTAUTH") || wrong.contains("failed"),
+        "{wrong}"
+    );
+    let unknown = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:other-key:{SECRET}")),
+    );
+    assert!(!unknown.contains("192.0.2.10"), "{unknown}");
+    let unsigned = axfr(primary, zone, None);
+    assert!(!unsigned.contains("192.0.2.10"), "{unsigned}");
+    assert!(unsigned.contains("REFUSED"), "{unsigned}");
+    // Ordinary queries still work, and names outside the zones are still refused.
+    assert_eq!(
+        dig::query(primary, "app.example.com", "A", false).data("A"),
+        ["192.0.2.10"]
+    );
+    assert_eq!(
+        dig::query(primary, "app.example.org", "A", false).status,
+        "REFUSED"
+    );
+}
