@@ -4,7 +4,24 @@
 //! from them. Answers: A, AAAA, CNAME, TXT from the synced records, SOA and NS at each apex;
 //! NXDOMAIN vs NODATA (SOA in the authority section) per RFC 2308, wildcards per RFC 4592
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
-//! REFUSED for names outside the zones, the SOA serial bumped on every change.
+//! REFUSED for names outside the zones.
+//!
+//! The SOA serial: the same on every replica for the same content, never backwards across a
+//! restart, without shared state. It is made of Unix time in one-minute windows: a server
+//! starts at the start of the *next* window; a change that alters the zone (a no-op change does
+//! not count) takes the start of the current window when that is higher, else the serial + 1.
+//! - Replicas: a change after a quiet minute gets the window start, which depends only on the
+//!   clock, not on the replica's history; replicas that start in the same minute and sync the
+//!   same content get start + 1 each. They agree unless a change lands on a minute boundary
+//!   between them, and converge at the next change after a quiet minute.
+//! - Restarts: every serial the previous process gave out is below the end of the window of its
+//!   last change (window start + changes in that window, under 60 unless more than 60 syncs
+//!   changed the zone in one minute), so the start of the next window, where the new process
+//!   begins, is above it. Within the same minute as the previous start, the same content gets
+//!   the same serial again (start + 1).
+//! - The clock must not step back by more than a minute (NTP keeps it far closer).
+//!
+//! Serials compare in RFC 1982 order; Unix seconds fit 32 bits until 2106.
 //!
 //! Hidden primary: zone transfers (AXFR; an IXFR request is answered with the whole zone, the
 //! AXFR-style reply RFC 1995 section 4 allows) go over TCP only to the configured secondaries,
@@ -24,7 +41,8 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode}
 use hickory_proto::rr::rdata::tsig::{TSIG, TsigError, make_tsig_record};
 use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{
-    DNSClass, Name, RData, Record, RecordType as WireType, TSigResponseContext, TSigner,
+    DNSClass, Name, RData, Record, RecordType as WireType, SerialNumber, TSigResponseContext,
+    TSigner,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -258,10 +276,7 @@ impl EmbeddedDns {
             secondaries: config.secondaries.clone(),
             signer,
         });
-        let initial_serial = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as u32)
-            .unwrap_or(1);
+        let initial_serial = initial_serial(unix_now());
         let store = Arc::new(RwLock::new(Store {
             zones: config
                 .zones
@@ -335,7 +350,9 @@ impl EmbeddedDns {
             wire_records(endpoint, endpoint.ttl_or_default())?;
         }
         let mut store = self.store.write().map_err(|_| Error::Poisoned)?;
-        let mut touched = BTreeSet::new();
+        // The RRsets as they were before this change, to tell a real change from a no-op.
+        type Key = (String, RecordType);
+        let mut before: BTreeMap<(usize, Key), Option<Endpoint>> = BTreeMap::new();
         let zone_index = |store: &Store, name: &str| {
             store
                 .zones
@@ -347,10 +364,9 @@ impl EmbeddedDns {
         };
         for endpoint in &changes.delete {
             if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                store.zones[i]
-                    .rrsets
-                    .remove(&(endpoint.dns_name.clone(), endpoint.record_type));
-                touched.insert(i);
+                let key = (endpoint.dns_name.clone(), endpoint.record_type);
+                let old = store.zones[i].rrsets.remove(&key);
+                before.entry((i, key)).or_insert(old);
             }
         }
         for endpoint in changes.update.iter().chain(&changes.create) {
@@ -360,16 +376,21 @@ impl EmbeddedDns {
                     resource: None,
                     ..endpoint.clone()
                 };
-                store.zones[i]
-                    .rrsets
-                    .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
-                touched.insert(i);
+                let key = (endpoint.dns_name.clone(), endpoint.record_type);
+                let old = store.zones[i].rrsets.insert(key.clone(), stored);
+                before.entry((i, key)).or_insert(old);
             }
         }
+        let touched: BTreeSet<usize> = before
+            .iter()
+            .filter(|((i, key), old)| store.zones[*i].rrsets.get(key) != old.as_ref())
+            .map(|((i, _), _)| *i)
+            .collect();
+        let now = unix_now();
         let mut changed = Vec::new();
         for i in touched {
             let zone = &mut store.zones[i];
-            zone.serial = zone.serial.wrapping_add(1);
+            zone.serial = next_serial(zone.serial, now);
             zone.reindex();
             changed.push((zone.apex.clone(), zone.serial));
         }
@@ -571,6 +592,33 @@ async fn serve_connection(
                 return;
             }
         }
+    }
+}
+
+/// Serials are the start of a [`SERIAL_WINDOW`] in Unix seconds, plus the changes made since
+/// in that window. See the module comment for why this is the same on every replica and never
+/// goes backwards.
+const SERIAL_WINDOW: u64 = 60;
+
+fn window_start(now: u64) -> u32 {
+    // Unix seconds fit in 32 bits until 2106; past that they wrap, as RFC 1982 serials may.
+    ((now / SERIAL_WINDOW) * SERIAL_WINDOW) as u32
+}
+
+/// The serial a server starts with: the start of the next window, above every serial the
+/// previous process gave out (those are below the end of the window it last changed in).
+fn initial_serial(now: u64) -> u32 {
+    window_start(now).wrapping_add(SERIAL_WINDOW as u32)
+}
+
+/// The serial after a change: the start of the current window when that is higher (RFC 1982
+/// order), else one more than now.
+fn next_serial(current: u32, now: u64) -> u32 {
+    let window = window_start(now);
+    if SerialNumber::from(window) > SerialNumber::from(current) {
+        window
+    } else {
+        current.wrapping_add(1)
     }
 }
 
@@ -1091,6 +1139,73 @@ mod tests {
         let mut request = Message::query();
         request.add_query(Query::query(wire_name(name).unwrap(), qtype));
         respond(&store(), &request, 300, false)
+    }
+
+    #[test]
+    fn serials_follow_minute_windows_and_never_go_back() {
+        let t = 1_800_000_000; // a window start
+        let start = initial_serial(t + 5);
+        assert_eq!(start, (t + 60) as u32, "starts at the next window");
+        // Same minute: one more each change; a later quiet minute: that window's start.
+        assert_eq!(next_serial(start, t + 10), start + 1);
+        assert_eq!(next_serial(start + 1, t + 130), (t + 120) as u32);
+        // A restart in the minute of the last change starts above it.
+        let last = next_serial(next_serial((t + 120) as u32, t + 125), t + 126);
+        assert!(initial_serial(t + 127) > last);
+        // Two replicas with different histories agree on a change after a quiet minute.
+        assert_eq!(next_serial(start + 7, t + 200), next_serial(start, t + 201));
+    }
+
+    #[test]
+    fn transfers_need_a_listed_peer_and_a_key() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let transfers = Transfers {
+            secondaries: vec!["192.0.2.53:53".parse().unwrap()],
+            signer: Some(key.signer().unwrap()),
+        };
+        assert!(transfers.allowed("192.0.2.53".parse().unwrap()));
+        assert!(!transfers.allowed("192.0.2.54".parse().unwrap()));
+        let keyless = Transfers {
+            signer: None,
+            ..transfers
+        };
+        assert!(!keyless.allowed("192.0.2.53".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn a_change_that_changes_nothing_keeps_the_serial() {
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let record = Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"]);
+        let create = Changes {
+            create: vec![record.clone()],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let serial = server.serial("example.com");
+        server.apply_changes(&create).unwrap();
+        let same = Changes {
+            delete: vec![record.clone()],
+            create: vec![record],
+            ..Changes::default()
+        };
+        server.apply_changes(&same).unwrap();
+        assert_eq!(server.serial("example.com"), serial);
+        assert!(matches!(
+            EmbeddedDns::start(EmbeddedConfig {
+                secondaries: vec!["127.0.0.1:53".parse().unwrap()],
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..EmbeddedConfig::new(vec!["example.com".into()])
+            })
+            .await,
+            Err(Error::SecondariesWithoutKey)
+        ));
     }
 
     #[test]

@@ -158,3 +158,105 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         "REFUSED"
     );
 }
+
+/// `gateway-dns serve` over `manifests` with the embedded server on `dns`, a secondary
+/// (nothing listens there: its NOTIFYs go unanswered) and the transfer key; killed on drop.
+struct Replica(std::process::Child);
+
+impl Replica {
+    fn start(manifests: &std::path::Path, work: &std::path::Path, dns: u16) -> Replica {
+        let secret = work.join("tsig.secret");
+        std::fs::write(&secret, SECRET).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .args(["serve", "--manifests"])
+            .arg(manifests)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--service-name", "gateway-dns"])
+            .args(["--service-namespace", "gateway-dns-system"])
+            .arg("--local-ca-out")
+            .arg(work.join("ca.crt"))
+            .args([
+                "--embedded-secondary",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .args(["--embedded-tsig-key-name", KEY_NAME])
+            .arg("--embedded-tsig-secret-file")
+            .arg(&secret)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("serve starts");
+        let replica = Replica(child);
+        crate::support::net::wait_until("a.example.com resolves", Duration::from_secs(30), || {
+            dig::query(([127, 0, 0, 1], dns).into(), "a.example.com", "A", false).data("A")
+                == ["203.0.113.10"]
+        });
+        replica
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serial(dns: u16) -> u32 {
+    dig::query(([127, 0, 0, 1], dns).into(), "example.com", "SOA", true)
+        .soa_serial()
+        .expect("SOA serial")
+}
+
+#[test]
+fn replicas_over_the_same_manifests_agree_and_a_restart_keeps_the_serial() {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = crate::support::webhook::examples_dir().join("cluster");
+    let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
+    // The serial follows minute windows: both start in the same one, and the restart too.
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60
+        > 40
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (dns_a, dns_b) = (free_port(), free_port());
+    std::fs::create_dir_all(work.path().join("a")).unwrap();
+    std::fs::create_dir_all(work.path().join("b")).unwrap();
+    let replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
+    let _replica_b = Replica::start(&manifests, &work.path().join("b"), dns_b);
+    let transfer_a = axfr(([127, 0, 0, 1], dns_a).into(), "example.com", Some(&key));
+    let transfer_b = axfr(([127, 0, 0, 1], dns_b).into(), "example.com", Some(&key));
+    assert!(transfer_a.contains("203.0.113.10"), "{transfer_a}");
+    let records = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|line| !line.is_empty() && !line.starts_with(';'))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(records(&transfer_a), records(&transfer_b));
+    let before = serial(dns_a);
+    assert_eq!(before, serial(dns_b));
+
+    drop(replica_a);
+    let _replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
+    let after = serial(dns_a);
+    eprintln!("serial before the restart {before}, after {after}");
+    assert!(
+        after >= before,
+        "restart lowered the serial: {before} -> {after}"
+    );
+    assert_eq!(
+        records(&axfr(
+            ([127, 0, 0, 1], dns_a).into(),
+            "example.com",
+            Some(&key)
+        )),
+        records(&transfer_b)
+    );
+}
