@@ -31,7 +31,7 @@
 //! secondary gets a signed NOTIFY (RFC 1996) over UDP, retried a bounded number of times with
 //! a growing delay until it answers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -73,6 +73,10 @@ const SOA_RETRY: i32 = 600;
 const SOA_EXPIRE: i32 = 86400;
 /// SOA MINIMUM: the negative-caching TTL (RFC 2308).
 const SOA_MINIMUM: u32 = 60;
+/// Changes kept per zone for IXFR; an older serial gets the whole zone (AXFR-style).
+const JOURNAL_CHANGES: usize = 64;
+/// Records (removed plus added) kept per zone's journal at most.
+const JOURNAL_RECORDS: usize = 20_000;
 /// Records per message of a zone transfer: far below 64 KiB even with long TXT values.
 const TRANSFER_RECORDS_PER_MESSAGE: usize = 64;
 /// Room kept in a UDP answer for the TSIG record of a signed answer.
@@ -165,6 +169,17 @@ struct Zone {
     /// Every name that exists: owners of records, their ancestors down to the apex (empty
     /// non-terminals), and the apex.
     names: BTreeSet<String>,
+    /// The latest changes, oldest first, for IXFR; bounded by [`JOURNAL_CHANGES`] and
+    /// [`JOURNAL_RECORDS`].
+    journal: VecDeque<Delta>,
+}
+
+/// One change of a zone, as IXFR sends it (RFC 1995).
+struct Delta {
+    from: u32,
+    to: u32,
+    removed: Vec<Record>,
+    added: Vec<Record>,
 }
 
 impl Zone {
@@ -175,7 +190,32 @@ impl Zone {
             serial,
             rrsets: BTreeMap::new(),
             names,
+            journal: VecDeque::new(),
         }
+    }
+
+    fn record(&mut self, delta: Delta) {
+        self.journal.push_back(delta);
+        let mut records: usize = self
+            .journal
+            .iter()
+            .map(|d| d.removed.len() + d.added.len())
+            .sum();
+        while self.journal.len() > JOURNAL_CHANGES || records > JOURNAL_RECORDS {
+            let Some(oldest) = self.journal.pop_front() else {
+                break;
+            };
+            records -= oldest.removed.len() + oldest.added.len();
+        }
+    }
+
+    /// The changes from `serial` to the current one, when the journal still holds them all.
+    fn changes_since(&self, serial: u32) -> Option<Vec<&Delta>> {
+        let first = self.journal.iter().position(|d| d.from == serial)?;
+        let deltas: Vec<&Delta> = self.journal.iter().skip(first).collect();
+        // Each delta must start where the one before ended, and the last end at the current.
+        let contiguous = deltas.windows(2).all(|pair| pair[0].to == pair[1].from);
+        (contiguous && deltas.last().is_some_and(|d| d.to == self.serial)).then_some(deltas)
     }
 
     fn reindex(&mut self) {
@@ -381,16 +421,35 @@ impl EmbeddedDns {
                 before.entry((i, key)).or_insert(old);
             }
         }
-        let touched: BTreeSet<usize> = before
-            .iter()
-            .filter(|((i, key), old)| store.zones[*i].rrsets.get(key) != old.as_ref())
-            .map(|((i, _), _)| *i)
-            .collect();
+        // Per zone changed: the records removed and added (RFC 1995 deltas).
+        let mut touched: BTreeMap<usize, (Vec<Record>, Vec<Record>)> = BTreeMap::new();
+        let as_records = |set: Option<&Endpoint>| -> Vec<Record> {
+            set.and_then(|set| wire_records(set, set.ttl_or_default()).ok())
+                .unwrap_or_default()
+        };
+        for ((i, key), old) in &before {
+            let new = store.zones[*i].rrsets.get(key);
+            if new == old.as_ref() {
+                continue;
+            }
+            let (old, new) = (as_records(old.as_ref()), as_records(new));
+            let (removed, added) = touched.entry(*i).or_default();
+            removed.extend(old.iter().filter(|r| !new.contains(r)).cloned());
+            added.extend(new.iter().filter(|r| !old.contains(r)).cloned());
+        }
         let now = unix_now();
         let mut changed = Vec::new();
-        for i in touched {
+        for (i, (removed, added)) in touched {
             let zone = &mut store.zones[i];
+            let from = zone.serial;
             zone.serial = next_serial(zone.serial, now);
+            let to = zone.serial;
+            zone.record(Delta {
+                from,
+                to,
+                removed,
+                added,
+            });
             zone.reindex();
             changed.push((zone.apex.clone(), zone.serial));
         }
@@ -706,7 +765,11 @@ fn answer_bytes(
         }
     };
     let id = request.metadata.id;
-    if peer.is_some() && response.answers.len() > TRANSFER_RECORDS_PER_MESSAGE {
+    let transfer = request
+        .queries
+        .iter()
+        .any(|q| matches!(q.query_type(), WireType::AXFR | WireType::IXFR));
+    if transfer && peer.is_some() && response.answers.len() > TRANSFER_RECORDS_PER_MESSAGE {
         // A zone transfer: split into messages, the first carrying the question.
         let records = std::mem::take(&mut response.answers);
         let mut messages = Vec::new();
@@ -974,7 +1037,23 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
         && query.query_class() == DNSClass::IN
     {
         response.metadata.authoritative = true;
-        response.add_answers(transfer_records(zone, soa_ttl));
+        let known = request
+            .authorities
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) if query.query_type() == WireType::IXFR => Some(soa.serial),
+                _ => None,
+            });
+        let records = match known {
+            // Up to date: the current SOA alone (RFC 1995 2).
+            Some(serial) if serial == zone.serial => vec![soa_record(zone, soa_ttl, false)],
+            Some(serial) => match zone.changes_since(serial) {
+                Some(deltas) => incremental_records(zone, soa_ttl, &deltas),
+                None => transfer_records(zone, soa_ttl),
+            },
+            None => transfer_records(zone, soa_ttl),
+        };
+        response.add_answers(records);
         return response;
     }
     if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
@@ -1091,22 +1170,41 @@ fn transfer_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
     records
 }
 
-fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
+/// An incremental transfer (RFC 1995 4): the current SOA; per change the old SOA, the records
+/// removed, the new SOA, the records added; the current SOA again.
+fn incremental_records(zone: &Zone, soa_ttl: u32, deltas: &[&Delta]) -> Vec<Record> {
+    let soa = |serial| soa_with_serial(zone, soa_ttl, serial);
+    let mut records = vec![soa(zone.serial)];
+    for delta in deltas {
+        records.push(soa(delta.from));
+        records.extend(delta.removed.iter().cloned());
+        records.push(soa(delta.to));
+        records.extend(delta.added.iter().cloned());
+    }
+    records.push(soa(zone.serial));
+    records
+}
+
+fn soa_with_serial(zone: &Zone, ttl: u32, serial: u32) -> Record {
     let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
     let mname = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
     let rname = wire_name(&format!("hostmaster.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
     let soa = SOA::new(
         mname,
         rname,
-        zone.serial,
+        serial,
         SOA_REFRESH,
         SOA_RETRY,
         SOA_EXPIRE,
         SOA_MINIMUM,
     );
+    Record::from_rdata(apex, ttl, RData::SOA(soa))
+}
+
+fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
     // RFC 2308: the SOA in a negative answer carries min(SOA TTL, MINIMUM).
     let ttl = if negative { ttl.min(SOA_MINIMUM) } else { ttl };
-    Record::from_rdata(apex, ttl, RData::SOA(soa))
+    soa_with_serial(zone, ttl, zone.serial)
 }
 
 fn ns_record(zone: &Zone, ttl: u32) -> Record {
@@ -1154,6 +1252,33 @@ mod tests {
         assert!(initial_serial(t + 127) > last);
         // Two replicas with different histories agree on a change after a quiet minute.
         assert_eq!(next_serial(start + 7, t + 200), next_serial(start, t + 201));
+    }
+
+    #[test]
+    fn the_journal_is_bounded_and_answers_only_unbroken_chains() {
+        let mut zone = Zone::new("example.com".into(), 100);
+        let a = || {
+            wire_records(
+                &Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"]),
+                60,
+            )
+        };
+        for serial in 100..100 + JOURNAL_CHANGES as u32 + 10 {
+            zone.record(Delta {
+                from: serial,
+                to: serial + 1,
+                removed: Vec::new(),
+                added: a().unwrap(),
+            });
+            zone.serial = serial + 1;
+        }
+        assert_eq!(zone.journal.len(), JOURNAL_CHANGES);
+        assert!(zone.changes_since(100).is_none(), "fell out: AXFR instead");
+        assert_eq!(
+            zone.changes_since(zone.serial - 2).map(|d| d.len()),
+            Some(2)
+        );
+        assert!(zone.changes_since(zone.serial + 5).is_none());
     }
 
     #[test]

@@ -20,6 +20,11 @@ fn a(name: &str, ip: &str) -> Endpoint {
 
 /// `dig AXFR` against `server`, with `key` as dig's `-y` (`None`: unsigned); dig's output.
 pub fn axfr(server: std::net::SocketAddr, zone: &str, key: Option<&str>) -> String {
+    transfer(server, zone, "AXFR", key)
+}
+
+/// A zone transfer of `kind` (`AXFR`, or `IXFR=SERIAL`) with dig; its output.
+pub fn transfer(server: std::net::SocketAddr, zone: &str, kind: &str, key: Option<&str>) -> String {
     let mut command = Command::new(require_binary("dig", "bind9-dnsutils"));
     command
         .arg(format!("@{}", server.ip()))
@@ -28,7 +33,7 @@ pub fn axfr(server: std::net::SocketAddr, zone: &str, key: Option<&str>) -> Stri
     if let Some(key) = key {
         command.args(["-y", key]);
     }
-    let output = command.arg(zone).arg("AXFR").output().expect("run dig");
+    let output = command.arg(zone).arg(kind).output().expect("run dig");
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -59,6 +64,11 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         a("*.wild.example.com", "192.0.2.3"),
         Endpoint::new("text.example.com", RecordType::TXT, ["hello world"]),
     ]));
+    // Enough records that a transfer takes several messages, each signed (RFC 8945 5.3.1).
+    desired
+        .lock()
+        .unwrap()
+        .extend((0..150).map(|i| a(&format!("host{i}.example.com"), "192.0.2.50")));
     let source = {
         let desired = desired.clone();
         Arc::new(move || desired.lock().unwrap().clone())
@@ -84,12 +94,23 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         ["192.0.2.3"]
     );
     assert_eq!(
+        dig::query(bind.addr(), "host149.example.com", "A", false).data("A"),
+        ["192.0.2.50"]
+    );
+    let log = std::fs::read_to_string(bind.log_path()).unwrap_or_default();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("Transfer completed") && !line.contains(": 1 messages")),
+        "the first transfer took several messages: {log}"
+    );
+    assert_eq!(
         dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
         server.serial(zone)
     );
 
     // A change: NOTIFY, then BIND pulls it (the SOA refresh is an hour: only NOTIFY explains
     // it arriving now).
+    let serial_before = server.serial(zone).unwrap();
     desired.lock().unwrap()[0] = a("app.example.com", "192.0.2.10");
     let changed = Instant::now();
     assert!(syncer.run_once().await.unwrap().converged);
@@ -120,13 +141,41 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         server.serial(zone)
     );
 
+    // BIND pulled the change alone (IXFR from the journal): 4 SOAs, the old A, the new A.
+    let log = std::fs::read_to_string(bind.log_path()).unwrap_or_default();
+    let completed = format!("(serial {})", server.serial(zone).unwrap());
+    let last_transfer = log
+        .lines()
+        .find(|line| line.contains("Transfer completed") && line.contains(&completed))
+        .unwrap_or_else(|| panic!("no transfer of the change in BIND's log:\n{log}"));
+    assert!(last_transfer.contains(" 6 records"), "{last_transfer}");
+    let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
+    let soas = |text: &str| text.matches("\tSOA\t").count();
+    let ixfr = transfer(primary, zone, &format!("IXFR={serial_before}"), Some(&key));
+    assert!(
+        ixfr.contains("192.0.2.1\n") && ixfr.contains("192.0.2.10"),
+        "{ixfr}"
+    );
+    assert!(!ixfr.contains("hello world"), "the change only: {ixfr}");
+    assert_eq!(soas(&ixfr), 4, "{ixfr}");
+    // Older than the journal: the whole zone, AXFR-style.
+    let full = transfer(primary, zone, "IXFR=1", Some(&key));
+    assert!(
+        full.contains("hello world") && full.contains("192.0.2.10"),
+        "{full}"
+    );
+    assert_eq!(soas(&full), 2, "{full}");
+
     // Transfers: the right key from a secondary's address works; a wrong key or none doesn't.
     let good = axfr(
         primary,
         zone,
         Some(&format!("hmac-sha256:{KEY_NAME}:{SECRET}")),
     );
-    assert!(good.contains("192.0.2.10"), "{good}");
+    assert!(
+        good.contains("192.0.2.10") && good.contains("host149"),
+        "{good}"
+    );
     assert_eq!(good.matches("\tSOA\t").count(), 2, "{good}");
     let wrong_secret = "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZw==";
     let wrong = axfr(
