@@ -210,10 +210,10 @@ pub struct ServeArgs {
     pub embedded_secondaries: Vec<std::net::SocketAddr>,
     /// Embedded DNS: name of the TSIG key for zone transfers and NOTIFY (needed with
     /// --embedded-secondary).
-    #[arg(long, env = "GATEWAY_DNS_EMBEDDED_TSIG_KEY_NAME", help_heading = DNS)]
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_EMBEDDED_TSIG_KEY_NAME", help_heading = DNS)]
     pub embedded_tsig_key_name: Option<String>,
     /// Embedded DNS: TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
-    #[arg(long, default_value = "hmac-sha256", env = "GATEWAY_DNS_EMBEDDED_TSIG_ALGORITHM", help_heading = DNS)]
+    #[arg(long, value_name = "ALGORITHM", default_value = "hmac-sha256", env = "GATEWAY_DNS_EMBEDDED_TSIG_ALGORITHM", help_heading = DNS)]
     pub embedded_tsig_algorithm: String,
     /// Embedded DNS: file holding the base64 TSIG secret (else the env var
     /// GATEWAY_DNS_EMBEDDED_TSIG_SECRET).

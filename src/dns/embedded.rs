@@ -14,17 +14,21 @@
 //!   clock, not on the replica's history; replicas that start in the same minute and sync the
 //!   same content get start + 1 each. They agree unless a change lands on a minute boundary
 //!   between them, and converge at the next change after a quiet minute.
-//! - Restarts: every serial the previous process gave out is below the end of the window of its
-//!   last change (window start + changes in that window, under 60 unless more than 60 syncs
-//!   changed the zone in one minute), so the start of the next window, where the new process
-//!   begins, is above it. Within the same minute as the previous start, the same content gets
-//!   the same serial again (start + 1).
+//! - Restarts: a process that has lived into a later minute than its start gave out serials
+//!   below the end of the window of its last change (window start + the changes in that window,
+//!   under 60 unless more than 60 syncs changed the zone within one minute), so the start of the
+//!   next window, where the new process begins, is above them. The one gap: a process restarted
+//!   in the very minute its predecessor started begins at the same serial as it did, so if the
+//!   predecessor made two or more changes in that first minute, the new serial can be lower
+//!   (the same content after one change gets the same serial again). Closing it needs state
+//!   kept across restarts, which replicas do not share.
 //! - The clock must not step back by more than a minute (NTP keeps it far closer).
 //!
 //! Serials compare in RFC 1982 order; Unix seconds fit 32 bits until 2106.
 //!
-//! Hidden primary: zone transfers (AXFR; an IXFR request is answered with the whole zone, the
-//! AXFR-style reply RFC 1995 section 4 allows) go over TCP only to the configured secondaries,
+//! Hidden primary: zone transfers (AXFR, and IXFR from a bounded journal of recent changes per
+//! zone; past it, the whole zone, the AXFR-style reply RFC 1995 section 4 allows) go over TCP
+//! only to the configured secondaries,
 //! and only when the request carries a valid TSIG of the transfer key (RFC 8945); every other
 //! transfer request is REFUSED. Any TSIG-signed query is verified and its answer signed; a bad
 //! key, MAC or time gets NOTAUTH with the TSIG error, unsigned. After each change every
