@@ -918,6 +918,7 @@ async fn notify_secondaries(
                         apex.clone(),
                         serial,
                         soa_ttl,
+                        NOTIFY_FIRST_WAIT,
                     ));
                 }
             }
@@ -927,15 +928,19 @@ async fn notify_secondaries(
 }
 
 /// One NOTIFY (RFC 1996) for `apex` at `serial`, signed, until `secondary` answers or the
-/// attempts run out.
+/// attempts run out; the wait for an answer starts at `first_wait` and doubles. Returns the
+/// attempts made when answered.
 async fn notify_one(
     secondary: SocketAddr,
     signer: Option<TSigner>,
     apex: String,
     serial: u32,
     soa_ttl: u32,
-) {
-    let Ok(name) = wire_name(&apex) else { return };
+    first_wait: Duration,
+) -> Option<u32> {
+    let Ok(name) = wire_name(&apex) else {
+        return None;
+    };
     let local: SocketAddr = if secondary.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {
@@ -945,10 +950,10 @@ async fn notify_one(
         Ok(socket) => socket,
         Err(err) => {
             debug!(error = %err, "embedded DNS: no socket for NOTIFY");
-            return;
+            return None;
         }
     };
-    let mut wait = NOTIFY_FIRST_WAIT;
+    let mut wait = first_wait;
     for attempt in 1..=NOTIFY_ATTEMPTS {
         let id = fastrand::u16(..);
         let mut message = Message::query();
@@ -962,18 +967,21 @@ async fn notify_one(
         if let Some(signer) = &signer
             && message.finalize(signer, unix_now()).is_err()
         {
-            return;
+            return None;
         }
-        let Ok(bytes) = message.to_vec() else { return };
+        let Ok(bytes) = message.to_vec() else {
+            return None;
+        };
         if socket.send_to(&bytes, secondary).await.is_ok()
             && wait_for_answer(&socket, secondary, id, wait).await
         {
             debug!(%secondary, zone = %apex, serial, attempt, "embedded DNS: NOTIFY answered");
-            return;
+            return Some(attempt);
         }
         wait *= 2;
     }
     tracing::warn!(%secondary, zone = %apex, serial, "embedded DNS: NOTIFY unanswered");
+    None
 }
 
 /// Whether an answer with `id` comes from `secondary` within `wait`.
@@ -1283,6 +1291,59 @@ mod tests {
             Some(2)
         );
         assert!(zone.changes_since(zone.serial + 5).is_none());
+    }
+
+    #[tokio::test]
+    async fn notify_is_retried_a_bounded_number_of_times_until_answered() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let signer = key.signer().unwrap();
+        // A secondary that never answers: exactly NOTIFY_ATTEMPTS signed NOTIFYs, then give up.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let wait = Duration::from_millis(10);
+        let outcome = notify_one(
+            addr,
+            Some(signer.clone()),
+            "example.com".into(),
+            7,
+            300,
+            wait,
+        );
+        assert_eq!(outcome.await, None);
+        let mut buffer = [0u8; 4096];
+        let mut received = 0;
+        while let Ok(Ok((len, _))) =
+            timeout(Duration::from_millis(50), silent.recv_from(&mut buffer)).await
+        {
+            let message = Message::from_vec(&buffer[..len]).unwrap();
+            assert_eq!(message.metadata.op_code, OpCode::Notify);
+            assert!(message.signature().is_some(), "signed");
+            received += 1;
+        }
+        assert_eq!(received, NOTIFY_ATTEMPTS);
+
+        // A secondary that answers the second NOTIFY: two attempts.
+        let answering = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = answering.local_addr().unwrap();
+        let responder = tokio::spawn(async move {
+            let mut buffer = [0u8; 4096];
+            for seen in 1..=2 {
+                let (len, from) = answering.recv_from(&mut buffer).await.unwrap();
+                if seen == 2 {
+                    let mut answer = buffer[..len].to_vec();
+                    answer[2] |= QR_BIT;
+                    answering.send_to(&answer, from).await.unwrap();
+                }
+            }
+        });
+        let attempts = notify_one(addr, Some(signer), "example.com".into(), 7, 300, wait).await;
+        assert_eq!(attempts, Some(2));
+        responder.await.unwrap();
     }
 
     #[test]

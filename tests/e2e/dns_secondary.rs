@@ -25,7 +25,19 @@ pub fn axfr(server: std::net::SocketAddr, zone: &str, key: Option<&str>) -> Stri
 
 /// A zone transfer of `kind` (`AXFR`, or `IXFR=SERIAL`) with dig; its output.
 pub fn transfer(server: std::net::SocketAddr, zone: &str, kind: &str, key: Option<&str>) -> String {
+    transfer_from("127.0.0.1", server, zone, kind, key)
+}
+
+/// [`transfer`] from the local address `source` (any of 127.0.0.0/8 on Linux).
+pub fn transfer_from(
+    source: &str,
+    server: std::net::SocketAddr,
+    zone: &str,
+    kind: &str,
+    key: Option<&str>,
+) -> String {
     let mut command = Command::new(require_binary("dig", "bind9-dnsutils"));
+    command.args(["-b", source]);
     command
         .arg(format!("@{}", server.ip()))
         .args(["-p", &server.port().to_string()])
@@ -194,6 +206,10 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         Some(&format!("hmac-sha256:other-key:{SECRET}")),
     );
     assert!(!unknown.contains("192.0.2.10"), "{unknown}");
+    // The right key from an address that is not a secondary.
+    let elsewhere = transfer_from("127.0.0.2", primary, zone, "AXFR", Some(&key));
+    assert!(!elsewhere.contains("192.0.2.10"), "{elsewhere}");
+    assert!(elsewhere.contains("REFUSED"), "{elsewhere}");
     let unsigned = axfr(primary, zone, None);
     assert!(!unsigned.contains("192.0.2.10"), "{unsigned}");
     assert!(unsigned.contains("REFUSED"), "{unsigned}");
