@@ -204,6 +204,21 @@ pub struct ServeArgs {
     /// Embedded DNS server listen address (UDP and TCP).
     #[arg(long, default_value = "127.0.0.1:5353", value_parser = parse_listen_address, env = "GATEWAY_DNS_DNS_LISTEN", help_heading = DNS)]
     pub dns_listen: std::net::SocketAddr,
+    /// Embedded DNS: a secondary server, IP[:PORT] (port 53 by default; repeatable), sent
+    /// NOTIFY on each change and allowed AXFR/IXFR when signed with the transfer TSIG key.
+    #[arg(long = "embedded-secondary", value_name = "ADDR", value_delimiter = ',', value_parser = parse_secondary_address, env = "GATEWAY_DNS_EMBEDDED_SECONDARY", help_heading = DNS)]
+    pub embedded_secondaries: Vec<std::net::SocketAddr>,
+    /// Embedded DNS: name of the TSIG key for zone transfers and NOTIFY (needed with
+    /// --embedded-secondary).
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_EMBEDDED_TSIG_KEY_NAME", help_heading = DNS)]
+    pub embedded_tsig_key_name: Option<String>,
+    /// Embedded DNS: TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512.
+    #[arg(long, value_name = "ALGORITHM", default_value = "hmac-sha256", env = "GATEWAY_DNS_EMBEDDED_TSIG_ALGORITHM", help_heading = DNS)]
+    pub embedded_tsig_algorithm: String,
+    /// Embedded DNS: file holding the base64 TSIG secret (else the env var
+    /// GATEWAY_DNS_EMBEDDED_TSIG_SECRET).
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_EMBEDDED_TSIG_SECRET_FILE", help_heading = DNS)]
+    pub embedded_tsig_secret_file: Option<PathBuf>,
     /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
     #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID", help_heading = DNS)]
     pub txt_owner_id: String,
@@ -395,6 +410,19 @@ pub fn parse_listen_address(text: &str) -> Result<std::net::SocketAddr, String> 
     };
     full.parse()
         .map_err(|_| format!("{text:?} is not a listen address (IP:PORT or :PORT)"))
+}
+
+/// A secondary DNS server: `IP:PORT`, or a bare IP for port 53.
+pub fn parse_secondary_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    text.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .map(|ip| std::net::SocketAddr::new(ip, 53))
+        .map_err(|_| format!("{text:?} is not IP[:PORT] (e.g. 192.0.2.53 or 192.0.2.53:5300)"))
 }
 
 /// external-dns's levels are accepted too: `warning`, `fatal` and `panic` mean warn, error,

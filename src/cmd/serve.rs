@@ -444,6 +444,27 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                 idle_timeout: args.dns_tcp_idle_timeout,
             };
             config.udp_answers_per_source_per_second = args.dns_rrl_rate;
+            config.secondaries = args.embedded_secondaries.clone();
+            config.transfer_key = match &args.embedded_tsig_key_name {
+                None => None,
+                Some(name) => {
+                    let algorithm = args
+                        .embedded_tsig_algorithm
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--embedded-tsig-algorithm: {e}"))?;
+                    let secret = SecretSource::pick(
+                        args.embedded_tsig_secret_file.clone(),
+                        embedded::TSIG_SECRET_ENV,
+                    );
+                    Some(
+                        rfc2136::TsigKey::load(name, algorithm, &secret)
+                            .context("loading the embedded DNS transfer TSIG key")?,
+                    )
+                }
+            };
+            if !config.secondaries.is_empty() && config.transfer_key.is_none() {
+                bail!("--embedded-secondary needs --embedded-tsig-key-name (transfers are signed)");
+            }
             let server = embedded::EmbeddedDns::start(config).await?;
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
             Arc::new(server)

@@ -4,19 +4,53 @@
 //! from them. Answers: A, AAAA, CNAME, TXT from the synced records, SOA and NS at each apex;
 //! NXDOMAIN vs NODATA (SOA in the authority section) per RFC 2308, wildcards per RFC 4592
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
-//! REFUSED for names outside the zones, the SOA serial bumped on every change.
+//! REFUSED for names outside the zones.
+//!
+//! The SOA serial: the same on every replica for the same content, never backwards across a
+//! restart, without shared state. It is made of Unix time in one-minute windows: a server
+//! starts at the start of the *next* window; a change that alters the zone (a no-op change does
+//! not count) takes the start of the current window when that is higher, else the serial + 1.
+//! - Replicas: a change after a quiet minute gets the window start, which depends only on the
+//!   clock, not on the replica's history; replicas that start in the same minute and sync the
+//!   same content get start + 1 each. They agree unless a change lands on a minute boundary
+//!   between them, and converge at the next change after a quiet minute.
+//! - Restarts: a process that has lived into a later minute than its start gave out serials
+//!   below the end of the window of its last change (window start + the changes in that window,
+//!   under 60 unless more than 60 syncs changed the zone within one minute), so the start of the
+//!   next window, where the new process begins, is above them. The one gap: a process restarted
+//!   in the very minute its predecessor started begins at the same serial as it did, so if the
+//!   predecessor made two or more changes in that first minute, the new serial can be lower
+//!   (the same content after one change gets the same serial again). Closing it needs state
+//!   kept across restarts, which replicas do not share.
+//! - The clock must not step back by more than a minute (NTP keeps it far closer).
+//!
+//! Serials compare in RFC 1982 order; Unix seconds fit 32 bits until 2106.
+//!
+//! Hidden primary: zone transfers (AXFR, and IXFR from a bounded journal of recent changes per
+//! zone; past it, the whole zone, the AXFR-style reply RFC 1995 section 4 allows) go over TCP
+//! only to the configured secondaries,
+//! and only when the request carries a valid TSIG of the transfer key (RFC 8945); every other
+//! transfer request is REFUSED. Any TSIG-signed query is verified and its answer signed; a bad
+//! key, MAC or time gets NOTAUTH with the TSIG error, unsigned. After each change every
+//! secondary gets a signed NOTIFY (RFC 1996) over UDP, retried a bounded number of times with
+//! a growing delay until it answers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::tsig::{TSIG, TsigError, make_tsig_record};
 use hickory_proto::rr::rdata::{NS, SOA};
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
+use hickory_proto::rr::{
+    DNSClass, Name, RData, Record, RecordType as WireType, SerialNumber, TSigResponseContext,
+    TSigner,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 use tracing::debug;
@@ -25,6 +59,7 @@ use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
+use super::rfc2136::TsigKey;
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
@@ -42,6 +77,20 @@ const SOA_RETRY: i32 = 600;
 const SOA_EXPIRE: i32 = 86400;
 /// SOA MINIMUM: the negative-caching TTL (RFC 2308).
 const SOA_MINIMUM: u32 = 60;
+/// Changes kept per zone for IXFR; an older serial gets the whole zone (AXFR-style).
+const JOURNAL_CHANGES: usize = 64;
+/// Records (removed plus added) kept per zone's journal at most.
+const JOURNAL_RECORDS: usize = 20_000;
+/// Records per message of a zone transfer: far below 64 KiB even with long TXT values.
+const TRANSFER_RECORDS_PER_MESSAGE: usize = 64;
+/// Room kept in a UDP answer for the TSIG record of a signed answer.
+const TSIG_ROOM: usize = 256;
+/// NOTIFY attempts per secondary and change; the wait for an answer doubles from the first.
+const NOTIFY_ATTEMPTS: u32 = 5;
+const NOTIFY_FIRST_WAIT: Duration = Duration::from_secs(1);
+/// Changes waiting to be notified; beyond, a change is skipped (the next one carries its
+/// serial, and the secondaries' SOA refresh catches up anyway).
+const NOTIFY_QUEUE: usize = 256;
 
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
@@ -56,7 +105,14 @@ pub struct EmbeddedConfig {
     /// UDP answers per second to one source address (a token bucket holding as many), so that
     /// spoofed queries cannot turn the server into an amplifier; 0 turns the limit off.
     pub udp_answers_per_source_per_second: u32,
+    /// Secondaries (`--embedded-secondary`): sent NOTIFY on each change, allowed to transfer.
+    pub secondaries: Vec<SocketAddr>,
+    /// The TSIG key transfers and NOTIFYs are signed with; needed when there are secondaries.
+    pub transfer_key: Option<TsigKey>,
 }
+
+/// Environment variable read for the transfer TSIG secret when no secret file is given.
+pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_EMBEDDED_TSIG_SECRET";
 
 /// The default of [`EmbeddedConfig::udp_answers_per_source_per_second`]: far above what one
 /// resolver asks of a few zones, far below what makes a useful reflector.
@@ -70,6 +126,8 @@ impl EmbeddedConfig {
             soa_ttl: 300,
             tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
             udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
+            secondaries: Vec::new(),
+            transfer_key: None,
         }
     }
 }
@@ -90,6 +148,22 @@ pub enum Error {
     InvalidTarget(#[from] InvalidTarget),
     #[error("embedded DNS server: zone data lock poisoned")]
     Poisoned,
+    #[error("embedded DNS server: secondaries need a TSIG key for transfers and NOTIFY")]
+    SecondariesWithoutKey,
+    #[error("embedded DNS server: transfer key: {0}")]
+    TransferKey(#[from] super::rfc2136::Error),
+}
+
+/// Who may pull the zones, and the key that signs transfers and NOTIFYs.
+struct Transfers {
+    secondaries: Vec<SocketAddr>,
+    signer: Option<TSigner>,
+}
+
+impl Transfers {
+    fn allowed(&self, peer: IpAddr) -> bool {
+        self.signer.is_some() && self.secondaries.iter().any(|s| s.ip() == peer)
+    }
 }
 
 struct Zone {
@@ -99,6 +173,17 @@ struct Zone {
     /// Every name that exists: owners of records, their ancestors down to the apex (empty
     /// non-terminals), and the apex.
     names: BTreeSet<String>,
+    /// The latest changes, oldest first, for IXFR; bounded by [`JOURNAL_CHANGES`] and
+    /// [`JOURNAL_RECORDS`].
+    journal: VecDeque<Delta>,
+}
+
+/// One change of a zone, as IXFR sends it (RFC 1995).
+struct Delta {
+    from: u32,
+    to: u32,
+    removed: Vec<Record>,
+    added: Vec<Record>,
 }
 
 impl Zone {
@@ -109,7 +194,32 @@ impl Zone {
             serial,
             rrsets: BTreeMap::new(),
             names,
+            journal: VecDeque::new(),
         }
+    }
+
+    fn record(&mut self, delta: Delta) {
+        self.journal.push_back(delta);
+        let mut records: usize = self
+            .journal
+            .iter()
+            .map(|d| d.removed.len() + d.added.len())
+            .sum();
+        while self.journal.len() > JOURNAL_CHANGES || records > JOURNAL_RECORDS {
+            let Some(oldest) = self.journal.pop_front() else {
+                break;
+            };
+            records -= oldest.removed.len() + oldest.added.len();
+        }
+    }
+
+    /// The changes from `serial` to the current one, when the journal still holds them all.
+    fn changes_since(&self, serial: u32) -> Option<Vec<&Delta>> {
+        let first = self.journal.iter().position(|d| d.from == serial)?;
+        let deltas: Vec<&Delta> = self.journal.iter().skip(first).collect();
+        // Each delta must start where the one before ended, and the last end at the current.
+        let contiguous = deltas.windows(2).all(|pair| pair[0].to == pair[1].from);
+        (contiguous && deltas.last().is_some_and(|d| d.to == self.serial)).then_some(deltas)
     }
 
     fn reindex(&mut self) {
@@ -151,6 +261,8 @@ pub struct EmbeddedDns {
     zones: Vec<String>,
     local_addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    /// (apex, serial) of each change, to the NOTIFY task; `None` without secondaries.
+    notify: Option<mpsc::Sender<(String, u32)>>,
 }
 
 /// How often a random port (`--dns-listen` with port 0) is drawn again when its TCP side is
@@ -199,10 +311,16 @@ impl EmbeddedDns {
         if config.zones.is_empty() {
             return Err(Error::NoZones);
         }
-        let initial_serial = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as u32)
-            .unwrap_or(1);
+        let signer = match &config.transfer_key {
+            Some(key) => Some(key.signer()?),
+            None if config.secondaries.is_empty() => None,
+            None => return Err(Error::SecondariesWithoutKey),
+        };
+        let transfers = Arc::new(Transfers {
+            secondaries: config.secondaries.clone(),
+            signer,
+        });
+        let initial_serial = initial_serial(unix_now());
         let store = Arc::new(RwLock::new(Store {
             zones: config
                 .zones
@@ -212,20 +330,39 @@ impl EmbeddedDns {
         }));
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(serve_udp(
                 udp,
                 store.clone(),
                 soa_ttl,
                 config.udp_answers_per_source_per_second,
+                transfers.clone(),
             )),
-            tokio::spawn(serve_tcp(tcp, store.clone(), soa_ttl, config.tcp_limits)),
+            tokio::spawn(serve_tcp(
+                tcp,
+                store.clone(),
+                soa_ttl,
+                config.tcp_limits,
+                transfers.clone(),
+            )),
         ];
+        let notify = if transfers.secondaries.is_empty() {
+            None
+        } else {
+            let (sender, receiver) = mpsc::channel(NOTIFY_QUEUE);
+            tasks.push(tokio::spawn(notify_secondaries(
+                receiver,
+                transfers.clone(),
+                soa_ttl,
+            )));
+            Some(sender)
+        };
         Ok(EmbeddedDns {
             store,
             zones: config.zones,
             local_addr,
             tasks,
+            notify,
         })
     }
 
@@ -257,7 +394,9 @@ impl EmbeddedDns {
             wire_records(endpoint, endpoint.ttl_or_default())?;
         }
         let mut store = self.store.write().map_err(|_| Error::Poisoned)?;
-        let mut touched = BTreeSet::new();
+        // The RRsets as they were before this change, to tell a real change from a no-op.
+        type Key = (String, RecordType);
+        let mut before: BTreeMap<(usize, Key), Option<Endpoint>> = BTreeMap::new();
         let zone_index = |store: &Store, name: &str| {
             store
                 .zones
@@ -269,10 +408,9 @@ impl EmbeddedDns {
         };
         for endpoint in &changes.delete {
             if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                store.zones[i]
-                    .rrsets
-                    .remove(&(endpoint.dns_name.clone(), endpoint.record_type));
-                touched.insert(i);
+                let key = (endpoint.dns_name.clone(), endpoint.record_type);
+                let old = store.zones[i].rrsets.remove(&key);
+                before.entry((i, key)).or_insert(old);
             }
         }
         for endpoint in changes.update.iter().chain(&changes.create) {
@@ -282,16 +420,50 @@ impl EmbeddedDns {
                     resource: None,
                     ..endpoint.clone()
                 };
-                store.zones[i]
-                    .rrsets
-                    .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
-                touched.insert(i);
+                let key = (endpoint.dns_name.clone(), endpoint.record_type);
+                let old = store.zones[i].rrsets.insert(key.clone(), stored);
+                before.entry((i, key)).or_insert(old);
             }
         }
-        for i in touched {
+        // Per zone changed: the records removed and added (RFC 1995 deltas).
+        let mut touched: BTreeMap<usize, (Vec<Record>, Vec<Record>)> = BTreeMap::new();
+        let as_records = |set: Option<&Endpoint>| -> Vec<Record> {
+            set.and_then(|set| wire_records(set, set.ttl_or_default()).ok())
+                .unwrap_or_default()
+        };
+        for ((i, key), old) in &before {
+            let new = store.zones[*i].rrsets.get(key);
+            if new == old.as_ref() {
+                continue;
+            }
+            let (old, new) = (as_records(old.as_ref()), as_records(new));
+            let (removed, added) = touched.entry(*i).or_default();
+            removed.extend(old.iter().filter(|r| !new.contains(r)).cloned());
+            added.extend(new.iter().filter(|r| !old.contains(r)).cloned());
+        }
+        let now = unix_now();
+        let mut changed = Vec::new();
+        for (i, (removed, added)) in touched {
             let zone = &mut store.zones[i];
-            zone.serial = zone.serial.wrapping_add(1);
+            let from = zone.serial;
+            zone.serial = next_serial(zone.serial, now);
+            let to = zone.serial;
+            zone.record(Delta {
+                from,
+                to,
+                removed,
+                added,
+            });
             zone.reindex();
+            changed.push((zone.apex.clone(), zone.serial));
+        }
+        drop(store);
+        if let Some(notify) = &self.notify {
+            for change in changed {
+                if notify.try_send(change).is_err() {
+                    debug!("embedded DNS: NOTIFY queue full, a change waits for the next one");
+                }
+            }
         }
         Ok(())
     }
@@ -337,6 +509,7 @@ async fn serve_udp(
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
     answers_per_second: u32,
+    transfers: Arc<Transfers>,
 ) {
     let mut buffer = vec![0u8; 4096];
     let mut limiter = AnswerRateLimiter::new(answers_per_second);
@@ -351,7 +524,8 @@ async fn serve_udp(
         if !limiter.allow(peer.ip(), std::time::Instant::now()) {
             continue;
         }
-        if let Some(answer) = answer_bytes(&buffer[..len], &store, soa_ttl, true) {
+        let answers = answer_bytes(&buffer[..len], &store, soa_ttl, None, &transfers);
+        if let Some(answer) = answers.and_then(|answers| answers.into_iter().next()) {
             let _ = socket.send_to(&answer, peer).await;
         }
     }
@@ -407,6 +581,7 @@ async fn serve_tcp(
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
     limits: ConnectionLimits,
+    transfers: Arc<Transfers>,
 ) {
     // Connection tasks live in this set: aborting the server aborts them too.
     let mut connections = JoinSet::new();
@@ -430,9 +605,10 @@ async fn serve_tcp(
             continue; // every connection is mid-query: drop this one
         };
         let store = store.clone();
+        let transfers = transfers.clone();
         connections.spawn(async move {
             tokio::select! {
-                () = serve_connection(stream, &store, soa_ttl, &guard) => {}
+                () = serve_connection(stream, peer.ip(), &store, soa_ttl, &guard, &transfers) => {}
                 () = guard.expired() => {}
             }
         });
@@ -441,9 +617,11 @@ async fn serve_tcp(
 
 async fn serve_connection(
     mut stream: TcpStream,
+    peer: IpAddr,
     store: &RwLock<Store>,
     soa_ttl: u32,
     guard: &ConnectionGuard,
+    transfers: &Transfers,
 ) {
     // Bounded by the idle timeout: `guard.expired()` ends this loop when no query arrives.
     loop {
@@ -459,69 +637,381 @@ async fn serve_connection(
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(answer) = answer_bytes(&request, store, soa_ttl, false) else {
+        let Some(answers) = answer_bytes(&request, store, soa_ttl, Some(peer), transfers) else {
             return;
         };
-        let Ok(answer_len) = u16::try_from(answer.len()) else {
-            return;
-        };
-        let mut framed = Vec::with_capacity(answer.len() + 2);
-        framed.extend_from_slice(&answer_len.to_be_bytes());
-        framed.extend_from_slice(&answer);
-        if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
-            .await
-            .map_or(true, |written| written.is_err())
-        {
-            return;
+        // A zone transfer is many messages; each must move within the timeout.
+        for answer in answers {
+            let Ok(answer_len) = u16::try_from(answer.len()) else {
+                return;
+            };
+            let mut framed = Vec::with_capacity(answer.len() + 2);
+            framed.extend_from_slice(&answer_len.to_be_bytes());
+            framed.extend_from_slice(&answer);
+            if timeout(QUERY_READ_TIMEOUT, stream.write_all(&framed))
+                .await
+                .map_or(true, |written| written.is_err())
+            {
+                return;
+            }
         }
     }
 }
 
-/// Decode a request and encode the answer; `None` when there is nothing sensible to send.
-fn answer_bytes(request: &[u8], store: &RwLock<Store>, soa_ttl: u32, udp: bool) -> Option<Vec<u8>> {
+/// Serials are the start of a [`SERIAL_WINDOW`] in Unix seconds, plus the changes made since
+/// in that window. See the module comment for why this is the same on every replica and never
+/// goes backwards.
+const SERIAL_WINDOW: u64 = 60;
+
+fn window_start(now: u64) -> u32 {
+    // Unix seconds fit in 32 bits until 2106; past that they wrap, as RFC 1982 serials may.
+    ((now / SERIAL_WINDOW) * SERIAL_WINDOW) as u32
+}
+
+/// The serial a server starts with: the start of the next window, above every serial the
+/// previous process gave out (those are below the end of the window it last changed in).
+fn initial_serial(now: u64) -> u32 {
+    window_start(now).wrapping_add(SERIAL_WINDOW as u32)
+}
+
+/// The serial after a change: the start of the current window when that is higher (RFC 1982
+/// order), else one more than now.
+fn next_serial(current: u32, now: u64) -> u32 {
+    let window = window_start(now);
+    if SerialNumber::from(window) > SerialNumber::from(current) {
+        window
+    } else {
+        current.wrapping_add(1)
+    }
+}
+
+/// What the TSIG of a request says.
+enum Auth {
+    Unsigned,
+    /// Signed with our key, in time: the request MAC, which the answer's MAC covers.
+    Signed {
+        mac: Vec<u8>,
+    },
+    /// NOTAUTH with this TSIG error (RFC 8945 5.2).
+    Rejected(Rejection),
+}
+
+enum Rejection {
+    UnknownKey(Name),
+    BadSig,
+    BadTime { mac: Vec<u8> },
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn authenticate(raw: &[u8], request: &Message, signer: Option<&TSigner>, now: u64) -> Auth {
+    let Some(tsig) = request.signature() else {
+        return Auth::Unsigned;
+    };
+    let Some(signer) =
+        signer.filter(|s| s.signer_name() == &tsig.name && s.algorithm() == &tsig.data.algorithm)
+    else {
+        return Auth::Rejected(Rejection::UnknownKey(tsig.name.clone()));
+    };
+    match signer.verify_message_byte(raw, None, true) {
+        Err(_) => Auth::Rejected(Rejection::BadSig),
+        Ok((mac, _, window)) if window.start <= now && now <= window.end => Auth::Signed { mac },
+        Ok((mac, _, _)) => Auth::Rejected(Rejection::BadTime { mac }),
+    }
+}
+
+/// Decode a request and encode the answer: one message, or a zone transfer's several over TCP
+/// (`peer` is the TCP client; `None` for UDP). `None` when there is nothing sensible to send.
+fn answer_bytes(
+    request: &[u8],
+    store: &RwLock<Store>,
+    soa_ttl: u32,
+    peer: Option<IpAddr>,
+    transfers: &Transfers,
+) -> Option<Vec<Vec<u8>>> {
     // Shorter than a header, or itself a response (QR=1): answering would only feed loops
     // and reflection, so such packets are dropped (RFC 1035 4.1.1; RFC 5358).
     if request.len() < DNS_HEADER_LEN || request[2] & QR_BIT != 0 {
         return None;
     }
+    let raw = request;
     let request = match Message::from_vec(request) {
         Ok(request) => request,
         Err(_) => {
             // Answer FORMERR when at least the header is there.
             let id = u16::from_be_bytes([*request.first()?, *request.get(1)?]);
             let error = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
-            return error.to_vec().ok();
+            return error.to_vec().ok().map(|bytes| vec![bytes]);
         }
     };
     if request.metadata.message_type != MessageType::Query {
         return None;
     }
-    let mut response = {
-        let store = store.read().ok()?;
-        respond(&store, &request, soa_ttl)
+    let now = unix_now();
+    let auth = authenticate(raw, &request, transfers.signer.as_ref(), now);
+    let signer = transfers.signer.as_ref();
+    let mut response = match &auth {
+        Auth::Rejected(_) => {
+            let mut response = Message::response(request.metadata.id, request.metadata.op_code);
+            response.add_queries(request.queries.iter().cloned());
+            response.metadata.response_code = ResponseCode::NotAuth;
+            response
+        }
+        Auth::Unsigned | Auth::Signed { .. } => {
+            let may_transfer = matches!(auth, Auth::Signed { .. })
+                && peer.is_some_and(|peer| transfers.allowed(peer));
+            let store = store.read().ok()?;
+            respond(&store, &request, soa_ttl, may_transfer)
+        }
     };
-    let limit = if !udp {
+    let id = request.metadata.id;
+    let transfer = request
+        .queries
+        .iter()
+        .any(|q| matches!(q.query_type(), WireType::AXFR | WireType::IXFR));
+    if transfer && peer.is_some() && response.answers.len() > TRANSFER_RECORDS_PER_MESSAGE {
+        // A zone transfer: split into messages, the first carrying the question.
+        let records = std::mem::take(&mut response.answers);
+        let mut messages = Vec::new();
+        for (index, chunk) in records.chunks(TRANSFER_RECORDS_PER_MESSAGE).enumerate() {
+            let mut message = Message::response(id, response.metadata.op_code);
+            message.metadata.authoritative = true;
+            if index == 0 {
+                message.add_queries(response.queries.iter().cloned());
+            }
+            message.add_answers(chunk.iter().cloned());
+            messages.push(message);
+        }
+        return seal_all(messages, &auth, signer, id, now);
+    }
+    let limit = if peer.is_some() {
         u16::MAX as usize
     } else {
-        match &request.edns {
+        let limit = match &request.edns {
             Some(edns) => edns.max_payload().clamp(512, MAX_UDP_PAYLOAD) as usize,
             None => 512,
+        };
+        if matches!(auth, Auth::Unsigned) {
+            limit
+        } else {
+            limit - TSIG_ROOM
         }
     };
     let bytes = response.to_vec().ok()?;
-    if bytes.len() <= limit {
-        return Some(bytes);
+    if bytes.len() > limit {
+        // Too big for UDP: an empty truncated answer tells the client to retry over TCP.
+        response.metadata.truncation = true;
+        response.answers.clear();
+        response.authorities.clear();
+        response.additionals.clear();
     }
-    // Too big for UDP: an empty truncated answer tells the client to retry over TCP.
-    response.metadata.truncation = true;
-    response.answers.clear();
-    response.authorities.clear();
-    response.additionals.clear();
-    response.to_vec().ok()
+    seal_all(vec![response], &auth, signer, id, now)
+}
+
+/// Encode the messages of one answer, each TSIG-signed when the request was (RFC 8945 5.3.1:
+/// the first covers the request MAC, each next one the MAC before it and the timers only).
+fn seal_all(
+    messages: Vec<Message>,
+    auth: &Auth,
+    signer: Option<&TSigner>,
+    id: u16,
+    now: u64,
+) -> Option<Vec<Vec<u8>>> {
+    let mut encoded = Vec::with_capacity(messages.len());
+    let mut previous_mac: Option<Vec<u8>> = None;
+    for mut message in messages {
+        let bytes = message.to_vec().ok()?;
+        let tsig = match (auth, signer) {
+            (Auth::Unsigned, _) => None,
+            (Auth::Rejected(Rejection::UnknownKey(name)), _) => {
+                Some(TSigResponseContext::unknown_key(id, now, name.clone()).sign(&bytes))
+            }
+            (Auth::Rejected(_), None) | (Auth::Signed { .. }, None) => None,
+            (Auth::Rejected(Rejection::BadSig), Some(signer)) => {
+                Some(TSigResponseContext::bad_signature(id, now, signer.clone()).sign(&bytes))
+            }
+            (Auth::Rejected(Rejection::BadTime { mac }), Some(signer)) => Some(
+                TSigResponseContext::new(
+                    id,
+                    now,
+                    signer.clone(),
+                    mac.clone(),
+                    Some(TsigError::BadTime),
+                )
+                .sign(&bytes),
+            ),
+            (Auth::Signed { mac }, Some(signer)) => match &previous_mac {
+                None => Some(
+                    TSigResponseContext::new(id, now, signer.clone(), mac.clone(), None)
+                        .sign(&bytes),
+                ),
+                Some(previous) => Some(sign_continuation(signer, previous, &bytes, id, now)),
+            },
+        };
+        if let Some(tsig) = tsig {
+            let tsig = tsig.ok()?;
+            previous_mac = Some(tsig.data.mac.clone());
+            message.set_signature(tsig);
+            encoded.push(message.to_vec().ok()?);
+        } else {
+            encoded.push(bytes);
+        }
+    }
+    Some(encoded)
+}
+
+/// The TSIG of a message after the first of a multi-message answer (RFC 8945 5.3.1): its MAC
+/// covers the previous MAC, the message and the timers (time signed, fudge).
+fn sign_continuation(
+    signer: &TSigner,
+    previous_mac: &[u8],
+    message: &[u8],
+    id: u16,
+    now: u64,
+) -> Result<Box<Record<TSIG>>, hickory_proto::ProtoError> {
+    let previous_len = u16::try_from(previous_mac.len())
+        .map_err(|_| hickory_proto::ProtoError::from("TSIG MAC over 64 KiB"))?;
+    let mut tbs = Vec::with_capacity(previous_mac.len() + message.len() + 10);
+    tbs.extend_from_slice(&previous_len.to_be_bytes());
+    tbs.extend_from_slice(previous_mac);
+    tbs.extend_from_slice(message);
+    tbs.extend_from_slice(&now.to_be_bytes()[2..]);
+    tbs.extend_from_slice(&signer.fudge().to_be_bytes());
+    let mac = signer
+        .sign(&tbs)
+        .map_err(|e| hickory_proto::ProtoError::from(e.to_string()))?;
+    let tsig = TSIG::new(
+        signer.algorithm().clone(),
+        now,
+        signer.fudge(),
+        mac,
+        id,
+        None,
+        Vec::new(),
+    );
+    Ok(Box::new(make_tsig_record(
+        signer.signer_name().clone(),
+        tsig,
+    )))
+}
+
+/// Sends NOTIFY for each (apex, serial) received to every secondary, each with its retries.
+async fn notify_secondaries(
+    mut changes: mpsc::Receiver<(String, u32)>,
+    transfers: Arc<Transfers>,
+    soa_ttl: u32,
+) {
+    // Aborting this task drops the set, which aborts the NOTIFYs in flight.
+    let mut in_flight = JoinSet::new();
+    loop {
+        tokio::select! {
+            change = changes.recv() => {
+                let Some((apex, serial)) = change else { return };
+                for secondary in &transfers.secondaries {
+                    in_flight.spawn(notify_one(
+                        *secondary,
+                        transfers.signer.clone(),
+                        apex.clone(),
+                        serial,
+                        soa_ttl,
+                        NOTIFY_FIRST_WAIT,
+                    ));
+                }
+            }
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
+    }
+}
+
+/// One NOTIFY (RFC 1996) for `apex` at `serial`, signed, until `secondary` answers or the
+/// attempts run out; the wait for an answer starts at `first_wait` and doubles. Returns the
+/// attempts made when answered.
+async fn notify_one(
+    secondary: SocketAddr,
+    signer: Option<TSigner>,
+    apex: String,
+    serial: u32,
+    soa_ttl: u32,
+    first_wait: Duration,
+) -> Option<u32> {
+    let Ok(name) = wire_name(&apex) else {
+        return None;
+    };
+    let local: SocketAddr = if secondary.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([0u16; 8], 0))
+    };
+    let socket = match UdpSocket::bind(local).await {
+        Ok(socket) => socket,
+        Err(err) => {
+            debug!(error = %err, "embedded DNS: no socket for NOTIFY");
+            return None;
+        }
+    };
+    let mut wait = first_wait;
+    for attempt in 1..=NOTIFY_ATTEMPTS {
+        let id = fastrand::u16(..);
+        let mut message = Message::query();
+        message.metadata.id = id;
+        message.metadata.op_code = OpCode::Notify;
+        message.metadata.authoritative = true;
+        message.metadata.recursion_desired = false;
+        message.add_query(Query::query(name.clone(), WireType::SOA));
+        let zone = Zone::new(apex.clone(), serial);
+        message.add_answer(soa_record(&zone, soa_ttl, false));
+        if let Some(signer) = &signer
+            && message.finalize(signer, unix_now()).is_err()
+        {
+            return None;
+        }
+        let Ok(bytes) = message.to_vec() else {
+            return None;
+        };
+        if socket.send_to(&bytes, secondary).await.is_ok()
+            && wait_for_answer(&socket, secondary, id, wait).await
+        {
+            debug!(%secondary, zone = %apex, serial, attempt, "embedded DNS: NOTIFY answered");
+            return Some(attempt);
+        }
+        wait *= 2;
+    }
+    tracing::warn!(%secondary, zone = %apex, serial, "embedded DNS: NOTIFY unanswered");
+    None
+}
+
+/// Whether an answer with `id` comes from `secondary` within `wait`.
+async fn wait_for_answer(
+    socket: &UdpSocket,
+    secondary: SocketAddr,
+    id: u16,
+    wait: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut buffer = [0u8; 4096];
+    // Bounded by the deadline: each receive waits at most until then.
+    loop {
+        match tokio::time::timeout_at(deadline, socket.recv_from(&mut buffer)).await {
+            Ok(Ok((len, from))) => {
+                if from == secondary
+                    && len >= DNS_HEADER_LEN
+                    && buffer[2] & QR_BIT != 0
+                    && u16::from_be_bytes([buffer[0], buffer[1]]) == id
+                {
+                    return true;
+                }
+            }
+            Ok(Err(_)) | Err(_) => return false,
+        }
+    }
 }
 
 /// The answer to one query message. Pure apart from reading the zone data.
-fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
+fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -> Message {
     let mut response = Message::response(request.metadata.id, request.metadata.op_code);
     response.metadata.recursion_desired = request.metadata.recursion_desired;
     if request.edns.is_some() {
@@ -552,7 +1042,32 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32) -> Message {
         response.metadata.response_code = ResponseCode::Refused;
         return response;
     };
-    // No zone transfers from the embedded server; and only the IN class.
+    // Zone transfers only to the secondaries, signed; and only the IN class.
+    if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
+        && may_transfer
+        && zone.apex == qname
+        && query.query_class() == DNSClass::IN
+    {
+        response.metadata.authoritative = true;
+        let known = request
+            .authorities
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) if query.query_type() == WireType::IXFR => Some(soa.serial),
+                _ => None,
+            });
+        let records = match known {
+            // Up to date: the current SOA alone (RFC 1995 2).
+            Some(serial) if serial == zone.serial => vec![soa_record(zone, soa_ttl, false)],
+            Some(serial) => match zone.changes_since(serial) {
+                Some(deltas) => incremental_records(zone, soa_ttl, &deltas),
+                None => transfer_records(zone, soa_ttl),
+            },
+            None => transfer_records(zone, soa_ttl),
+        };
+        response.add_answers(records);
+        return response;
+    }
     if matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
         || !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY)
     {
@@ -655,22 +1170,53 @@ fn add_rrset(
     }
 }
 
-fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
+/// The whole zone as AXFR sends it: SOA, NS, every RRset in name order, SOA again.
+fn transfer_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
+    let mut records = vec![soa_record(zone, soa_ttl, false), ns_record(zone, soa_ttl)];
+    for set in zone.rrsets.values() {
+        if let Ok(wire) = wire_records(set, set.ttl_or_default()) {
+            records.extend(wire);
+        }
+    }
+    records.push(soa_record(zone, soa_ttl, false));
+    records
+}
+
+/// An incremental transfer (RFC 1995 4): the current SOA; per change the old SOA, the records
+/// removed, the new SOA, the records added; the current SOA again.
+fn incremental_records(zone: &Zone, soa_ttl: u32, deltas: &[&Delta]) -> Vec<Record> {
+    let soa = |serial| soa_with_serial(zone, soa_ttl, serial);
+    let mut records = vec![soa(zone.serial)];
+    for delta in deltas {
+        records.push(soa(delta.from));
+        records.extend(delta.removed.iter().cloned());
+        records.push(soa(delta.to));
+        records.extend(delta.added.iter().cloned());
+    }
+    records.push(soa(zone.serial));
+    records
+}
+
+fn soa_with_serial(zone: &Zone, ttl: u32, serial: u32) -> Record {
     let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
     let mname = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
     let rname = wire_name(&format!("hostmaster.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
     let soa = SOA::new(
         mname,
         rname,
-        zone.serial,
+        serial,
         SOA_REFRESH,
         SOA_RETRY,
         SOA_EXPIRE,
         SOA_MINIMUM,
     );
+    Record::from_rdata(apex, ttl, RData::SOA(soa))
+}
+
+fn soa_record(zone: &Zone, ttl: u32, negative: bool) -> Record {
     // RFC 2308: the SOA in a negative answer carries min(SOA TTL, MINIMUM).
     let ttl = if negative { ttl.min(SOA_MINIMUM) } else { ttl };
-    Record::from_rdata(apex, ttl, RData::SOA(soa))
+    soa_with_serial(zone, ttl, zone.serial)
 }
 
 fn ns_record(zone: &Zone, ttl: u32) -> Record {
@@ -702,7 +1248,154 @@ mod tests {
     fn ask(name: &str, qtype: WireType) -> Message {
         let mut request = Message::query();
         request.add_query(Query::query(wire_name(name).unwrap(), qtype));
-        respond(&store(), &request, 300)
+        respond(&store(), &request, 300, false)
+    }
+
+    #[test]
+    fn serials_follow_minute_windows_and_never_go_back() {
+        let t = 1_800_000_000; // a window start
+        let start = initial_serial(t + 5);
+        assert_eq!(start, (t + 60) as u32, "starts at the next window");
+        // Same minute: one more each change; a later quiet minute: that window's start.
+        assert_eq!(next_serial(start, t + 10), start + 1);
+        assert_eq!(next_serial(start + 1, t + 130), (t + 120) as u32);
+        // A restart in the minute of the last change starts above it.
+        let last = next_serial(next_serial((t + 120) as u32, t + 125), t + 126);
+        assert!(initial_serial(t + 127) > last);
+        // Two replicas with different histories agree on a change after a quiet minute.
+        assert_eq!(next_serial(start + 7, t + 200), next_serial(start, t + 201));
+    }
+
+    #[test]
+    fn the_journal_is_bounded_and_answers_only_unbroken_chains() {
+        let mut zone = Zone::new("example.com".into(), 100);
+        let a = || {
+            wire_records(
+                &Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"]),
+                60,
+            )
+        };
+        for serial in 100..100 + JOURNAL_CHANGES as u32 + 10 {
+            zone.record(Delta {
+                from: serial,
+                to: serial + 1,
+                removed: Vec::new(),
+                added: a().unwrap(),
+            });
+            zone.serial = serial + 1;
+        }
+        assert_eq!(zone.journal.len(), JOURNAL_CHANGES);
+        assert!(zone.changes_since(100).is_none(), "fell out: AXFR instead");
+        assert_eq!(
+            zone.changes_since(zone.serial - 2).map(|d| d.len()),
+            Some(2)
+        );
+        assert!(zone.changes_since(zone.serial + 5).is_none());
+    }
+
+    #[tokio::test]
+    async fn notify_is_retried_a_bounded_number_of_times_until_answered() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let signer = key.signer().unwrap();
+        // A secondary that never answers: exactly NOTIFY_ATTEMPTS signed NOTIFYs, then give up.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let wait = Duration::from_millis(10);
+        let outcome = notify_one(
+            addr,
+            Some(signer.clone()),
+            "example.com".into(),
+            7,
+            300,
+            wait,
+        );
+        assert_eq!(outcome.await, None);
+        let mut buffer = [0u8; 4096];
+        let mut received = 0;
+        while let Ok(Ok((len, _))) =
+            timeout(Duration::from_millis(50), silent.recv_from(&mut buffer)).await
+        {
+            let message = Message::from_vec(&buffer[..len]).unwrap();
+            assert_eq!(message.metadata.op_code, OpCode::Notify);
+            assert!(message.signature().is_some(), "signed");
+            received += 1;
+        }
+        assert_eq!(received, NOTIFY_ATTEMPTS);
+
+        // A secondary that answers the second NOTIFY: two attempts.
+        let answering = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = answering.local_addr().unwrap();
+        let responder = tokio::spawn(async move {
+            let mut buffer = [0u8; 4096];
+            for seen in 1..=2 {
+                let (len, from) = answering.recv_from(&mut buffer).await.unwrap();
+                if seen == 2 {
+                    let mut answer = buffer[..len].to_vec();
+                    answer[2] |= QR_BIT;
+                    answering.send_to(&answer, from).await.unwrap();
+                }
+            }
+        });
+        let attempts = notify_one(addr, Some(signer), "example.com".into(), 7, 300, wait).await;
+        assert_eq!(attempts, Some(2));
+        responder.await.unwrap();
+    }
+
+    #[test]
+    fn transfers_need_a_listed_peer_and_a_key() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let transfers = Transfers {
+            secondaries: vec!["192.0.2.53:53".parse().unwrap()],
+            signer: Some(key.signer().unwrap()),
+        };
+        assert!(transfers.allowed("192.0.2.53".parse().unwrap()));
+        assert!(!transfers.allowed("192.0.2.54".parse().unwrap()));
+        let keyless = Transfers {
+            signer: None,
+            ..transfers
+        };
+        assert!(!keyless.allowed("192.0.2.53".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn a_change_that_changes_nothing_keeps_the_serial() {
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let record = Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"]);
+        let create = Changes {
+            create: vec![record.clone()],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let serial = server.serial("example.com");
+        server.apply_changes(&create).unwrap();
+        let same = Changes {
+            delete: vec![record.clone()],
+            create: vec![record],
+            ..Changes::default()
+        };
+        server.apply_changes(&same).unwrap();
+        assert_eq!(server.serial("example.com"), serial);
+        assert!(matches!(
+            EmbeddedDns::start(EmbeddedConfig {
+                secondaries: vec!["127.0.0.1:53".parse().unwrap()],
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..EmbeddedConfig::new(vec!["example.com".into()])
+            })
+            .await,
+            Err(Error::SecondariesWithoutKey)
+        ));
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub enum TsigAlgorithmName {
 }
 
 impl TsigAlgorithmName {
-    fn to_hickory(self) -> TsigAlgorithm {
+    pub(crate) fn to_hickory(self) -> TsigAlgorithm {
         match self {
             TsigAlgorithmName::HmacSha256 => TsigAlgorithm::HmacSha256,
             TsigAlgorithmName::HmacSha384 => TsigAlgorithm::HmacSha384,
@@ -119,6 +119,18 @@ impl TsigKey {
         secret: &SecretSource,
     ) -> Result<Self, super::Error> {
         Ok(Self::from_base64(name, algorithm, &secret.load()?)?)
+    }
+
+    /// The signer (and verifier) of messages with this key.
+    pub fn signer(&self) -> Result<TSigner, Error> {
+        let name = wire_name(&self.name).map_err(|_| Error::BadKeyName(self.name.clone()))?;
+        TSigner::new(
+            self.secret.clone(),
+            self.algorithm.to_hickory(),
+            name,
+            TSIG_FUDGE,
+        )
+        .map_err(|_| Error::UnsupportedAlgorithm(self.algorithm.to_string()))
     }
 
     /// `secret_base64` as in a BIND `key` statement or `tsig-keygen` output.
@@ -345,17 +357,7 @@ enum Operation<'a> {
 impl Rfc2136Provider {
     pub fn new(config: Rfc2136Config) -> Result<Self, Error> {
         let signer = match &config.tsig {
-            Some(key) => {
-                let name = wire_name(&key.name).map_err(|_| Error::BadKeyName(key.name.clone()))?;
-                let signer = TSigner::new(
-                    key.secret.clone(),
-                    key.algorithm.to_hickory(),
-                    name,
-                    TSIG_FUDGE,
-                )
-                .map_err(|_| Error::UnsupportedAlgorithm(key.algorithm.to_string()))?;
-                Some(signer)
-            }
+            Some(key) => Some(key.signer()?),
             None => None,
         };
         Ok(Rfc2136Provider {

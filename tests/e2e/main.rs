@@ -10,6 +10,7 @@ mod cli;
 mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
+mod dns_secondary;
 mod helm;
 mod install;
 mod kube_faults;

@@ -1,5 +1,6 @@
 //! A real BIND 9 (`named`, Debian package bind9) on 127.0.0.1 at a free port, in a temp dir:
-//! one primary zone, a TSIG key, allow-update and allow-transfer for that key.
+//! one primary zone, a TSIG key, allow-update and allow-transfer for that key; or a secondary
+//! pulling a zone from gateway-dns's embedded server.
 
 use std::fs;
 use std::net::SocketAddr;
@@ -64,6 +65,44 @@ zone "{zone}" {{
             port,
             zone: zone.to_string(),
             algorithm: algorithm.to_string(),
+            child: None,
+        };
+        bind.resume();
+        bind
+    }
+
+    /// Start BIND on `port` as a secondary of `zone`, pulling it from `primary` with the key
+    /// (the hidden-primary setup of docs/install.md); returns once it serves the zone.
+    pub fn start_secondary(zone: &str, port: u16, primary: SocketAddr) -> Bind {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().display().to_string();
+        let (primary_ip, primary_port) = (primary.ip(), primary.port());
+        let conf = format!(
+            r#"options {{
+    directory "{root}";
+    listen-on port {port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    pid-file none;
+    session-keyfile none;
+    recursion no;
+    notify no;
+    dnssec-validation no;
+}};
+controls {{ }};
+key "{KEY_NAME}" {{ algorithm hmac-sha256; secret "{SECRET}"; }};
+zone "{zone}" {{
+    type secondary;
+    file "{root}/{zone}.secondary";
+    primaries {{ {primary_ip} port {primary_port} key "{KEY_NAME}"; }};
+}};
+"#
+        );
+        fs::write(dir.path().join("named.conf"), conf).expect("write named.conf");
+        let mut bind = Bind {
+            dir,
+            port,
+            zone: zone.to_string(),
+            algorithm: "hmac-sha256".to_string(),
             child: None,
         };
         bind.resume();

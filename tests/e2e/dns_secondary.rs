@@ -1,0 +1,327 @@
+//! The embedded server as a hidden primary: a real BIND secondary pulls the zone with TSIG,
+//! and follows each change through NOTIFY and a transfer.
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gateway_dns::dns::Endpoint;
+use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::model::RecordType;
+use gateway_dns::sync::{SyncConfig, Syncer};
+
+use crate::support::bind::{Bind, KEY_NAME, SECRET};
+use crate::support::dig;
+use crate::support::net::{free_port, require_binary};
+
+fn a(name: &str, ip: &str) -> Endpoint {
+    Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
+}
+
+/// `dig AXFR` against `server`, with `key` as dig's `-y` (`None`: unsigned); dig's output.
+pub fn axfr(server: std::net::SocketAddr, zone: &str, key: Option<&str>) -> String {
+    transfer(server, zone, "AXFR", key)
+}
+
+/// A zone transfer of `kind` (`AXFR`, or `IXFR=SERIAL`) with dig; its output.
+pub fn transfer(server: std::net::SocketAddr, zone: &str, kind: &str, key: Option<&str>) -> String {
+    transfer_from("127.0.0.1", server, zone, kind, key)
+}
+
+/// [`transfer`] from the local address `source` (any of 127.0.0.0/8 on Linux).
+pub fn transfer_from(
+    source: &str,
+    server: std::net::SocketAddr,
+    zone: &str,
+    kind: &str,
+    key: Option<&str>,
+) -> String {
+    let mut command = Command::new(require_binary("dig", "bind9-dnsutils"));
+    command.args(["-b", source]);
+    command
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string()])
+        .args(["+noall", "+answer", "+comments", "+time=3", "+tries=1"]);
+    if let Some(key) = key {
+        command.args(["-y", key]);
+    }
+    let output = command.arg(zone).arg(kind).output().expect("run dig");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_secondary_follows_changes_through_notify_and_transfer() {
+    let zone = "example.com";
+    let bind_port = free_port();
+    let bind_addr = std::net::SocketAddr::from(([127, 0, 0, 1], bind_port));
+    let mut config = EmbeddedConfig::new(vec![zone.into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.secondaries = vec![bind_addr];
+    config.transfer_key = Some(
+        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+            KEY_NAME,
+            "hmac-sha256".parse().unwrap(),
+            SECRET,
+        )
+        .unwrap(),
+    );
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let primary = server.local_addr();
+    let desired = Arc::new(Mutex::new(vec![
+        a("app.example.com", "192.0.2.1"),
+        a("*.wild.example.com", "192.0.2.3"),
+        Endpoint::new("text.example.com", RecordType::TXT, ["hello world"]),
+    ]));
+    // Enough records that a transfer takes several messages, each signed (RFC 8945 5.3.1).
+    desired
+        .lock()
+        .unwrap()
+        .extend((0..150).map(|i| a(&format!("host{i}.example.com"), "192.0.2.50")));
+    let source = {
+        let desired = desired.clone();
+        Arc::new(move || desired.lock().unwrap().clone())
+    };
+    let syncer = Syncer::new(
+        server.clone(),
+        source,
+        SyncConfig::new("gw", vec![zone.into()]),
+        Default::default(),
+    );
+    assert!(syncer.run_once().await.unwrap().converged);
+
+    // BIND starts, transfers the zone, and answers from it.
+    let bind = tokio::task::spawn_blocking(move || Bind::start_secondary(zone, bind_port, primary))
+        .await
+        .unwrap();
+    assert_eq!(
+        dig::query(bind.addr(), "app.example.com", "A", false).data("A"),
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "x.wild.example.com", "A", false).data("A"),
+        ["192.0.2.3"]
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "host149.example.com", "A", false).data("A"),
+        ["192.0.2.50"]
+    );
+    let log = std::fs::read_to_string(bind.log_path()).unwrap_or_default();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("Transfer completed") && !line.contains(": 1 messages")),
+        "the first transfer took several messages: {log}"
+    );
+    assert_eq!(
+        dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
+        server.serial(zone)
+    );
+
+    // A change: NOTIFY, then BIND pulls it (the SOA refresh is an hour: only NOTIFY explains
+    // it arriving now).
+    let serial_before = server.serial(zone).unwrap();
+    desired.lock().unwrap()[0] = a("app.example.com", "192.0.2.10");
+    let changed = Instant::now();
+    assert!(syncer.run_once().await.unwrap().converged);
+    let mut seen = None;
+    for _ in 0..100 {
+        let bind_addr = bind.addr();
+        let answer = tokio::task::spawn_blocking(move || {
+            dig::query(bind_addr, "app.example.com", "A", false).data("A")
+        })
+        .await
+        .unwrap();
+        if answer == ["192.0.2.10"] {
+            seen = Some(changed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = seen.unwrap_or_else(|| {
+        panic!(
+            "BIND never saw the change; its log:\n{}",
+            std::fs::read_to_string(bind.log_path()).unwrap_or_default()
+        )
+    });
+    eprintln!("change visible on the BIND secondary after {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert_eq!(
+        dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
+        server.serial(zone)
+    );
+
+    // BIND pulled the change alone (IXFR from the journal): 4 SOAs, the old A, the new A.
+    let log = std::fs::read_to_string(bind.log_path()).unwrap_or_default();
+    let completed = format!("(serial {})", server.serial(zone).unwrap());
+    let last_transfer = log
+        .lines()
+        .find(|line| line.contains("Transfer completed") && line.contains(&completed))
+        .unwrap_or_else(|| panic!("no transfer of the change in BIND's log:\n{log}"));
+    assert!(last_transfer.contains(" 6 records"), "{last_transfer}");
+    let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
+    let soas = |text: &str| text.matches("\tSOA\t").count();
+    let ixfr = transfer(primary, zone, &format!("IXFR={serial_before}"), Some(&key));
+    assert!(
+        ixfr.contains("192.0.2.1\n") && ixfr.contains("192.0.2.10"),
+        "{ixfr}"
+    );
+    assert!(!ixfr.contains("hello world"), "the change only: {ixfr}");
+    assert_eq!(soas(&ixfr), 4, "{ixfr}");
+    // Older than the journal: the whole zone, AXFR-style.
+    let full = transfer(primary, zone, "IXFR=1", Some(&key));
+    assert!(
+        full.contains("hello world") && full.contains("192.0.2.10"),
+        "{full}"
+    );
+    assert_eq!(soas(&full), 2, "{full}");
+
+    // Transfers: the right key from a secondary's address works; a wrong key or none doesn't.
+    let good = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:{KEY_NAME}:{SECRET}")),
+    );
+    assert!(
+        good.contains("192.0.2.10") && good.contains("host149"),
+        "{good}"
+    );
+    assert_eq!(good.matches("\tSOA\t").count(), 2, "{good}");
+    let wrong_secret = "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZw==";
+    let wrong = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:{KEY_NAME}:{wrong_secret}")),
+    );
+    assert!(!wrong.contains("192.0.2.10"), "{wrong}");
+    assert!(
+        wrong.contains("NOTAUTH") || wrong.contains("failed"),
+        "{wrong}"
+    );
+    let unknown = axfr(
+        primary,
+        zone,
+        Some(&format!("hmac-sha256:other-key:{SECRET}")),
+    );
+    assert!(!unknown.contains("192.0.2.10"), "{unknown}");
+    // The right key from an address that is not a secondary.
+    let elsewhere = transfer_from("127.0.0.2", primary, zone, "AXFR", Some(&key));
+    assert!(!elsewhere.contains("192.0.2.10"), "{elsewhere}");
+    assert!(elsewhere.contains("REFUSED"), "{elsewhere}");
+    let unsigned = axfr(primary, zone, None);
+    assert!(!unsigned.contains("192.0.2.10"), "{unsigned}");
+    assert!(unsigned.contains("REFUSED"), "{unsigned}");
+    // Ordinary queries still work, and names outside the zones are still refused.
+    assert_eq!(
+        dig::query(primary, "app.example.com", "A", false).data("A"),
+        ["192.0.2.10"]
+    );
+    assert_eq!(
+        dig::query(primary, "app.example.org", "A", false).status,
+        "REFUSED"
+    );
+}
+
+/// `gateway-dns serve` over `manifests` with the embedded server on `dns`, a secondary
+/// (nothing listens there: its NOTIFYs go unanswered) and the transfer key; killed on drop.
+struct Replica(std::process::Child);
+
+impl Replica {
+    fn start(manifests: &std::path::Path, work: &std::path::Path, dns: u16) -> Replica {
+        let secret = work.join("tsig.secret");
+        std::fs::write(&secret, SECRET).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .args(["serve", "--manifests"])
+            .arg(manifests)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--service-name", "gateway-dns"])
+            .args(["--service-namespace", "gateway-dns-system"])
+            .arg("--local-ca-out")
+            .arg(work.join("ca.crt"))
+            .args([
+                "--embedded-secondary",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .args(["--embedded-tsig-key-name", KEY_NAME])
+            .arg("--embedded-tsig-secret-file")
+            .arg(&secret)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("serve starts");
+        let replica = Replica(child);
+        crate::support::net::wait_until("a.example.com resolves", Duration::from_secs(30), || {
+            dig::query(([127, 0, 0, 1], dns).into(), "a.example.com", "A", false).data("A")
+                == ["203.0.113.10"]
+        });
+        replica
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serial(dns: u16) -> u32 {
+    dig::query(([127, 0, 0, 1], dns).into(), "example.com", "SOA", true)
+        .soa_serial()
+        .expect("SOA serial")
+}
+
+#[test]
+fn replicas_over_the_same_manifests_agree_and_a_restart_keeps_the_serial() {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = crate::support::webhook::examples_dir().join("cluster");
+    let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
+    // The serial follows minute windows: both start in the same one, and the restart too.
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60
+        > 40
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (dns_a, dns_b) = (free_port(), free_port());
+    std::fs::create_dir_all(work.path().join("a")).unwrap();
+    std::fs::create_dir_all(work.path().join("b")).unwrap();
+    let replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
+    let _replica_b = Replica::start(&manifests, &work.path().join("b"), dns_b);
+    let transfer_a = axfr(([127, 0, 0, 1], dns_a).into(), "example.com", Some(&key));
+    let transfer_b = axfr(([127, 0, 0, 1], dns_b).into(), "example.com", Some(&key));
+    assert!(transfer_a.contains("203.0.113.10"), "{transfer_a}");
+    let records = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|line| !line.is_empty() && !line.starts_with(';'))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(records(&transfer_a), records(&transfer_b));
+    let before = serial(dns_a);
+    assert_eq!(before, serial(dns_b));
+
+    drop(replica_a);
+    let _replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
+    let after = serial(dns_a);
+    eprintln!("serial before the restart {before}, after {after}");
+    assert!(
+        after >= before,
+        "restart lowered the serial: {before} -> {after}"
+    );
+    assert_eq!(
+        records(&axfr(
+            ([127, 0, 0, 1], dns_a).into(),
+            "example.com",
+            Some(&key)
+        )),
+        records(&transfer_b)
+    );
+}
