@@ -13,6 +13,7 @@ mod dns_pdns;
 mod helm;
 mod install;
 mod kube_faults;
+mod logs;
 mod once;
 mod serve;
 mod tls;
