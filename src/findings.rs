@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(metrics.findings(Reason::NoMatchingListenerHostname), 1);
         let text = metrics.render();
         assert!(
-            text.contains("gateway_dns_namespace_findings{namespace=\"team-b\"} 1"),
+            text.contains("gateway_dns_namespace_findings{object_namespace=\"team-b\"} 1"),
             "{text}"
         );
 
@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(metrics.findings(Reason::HostnameConflict), 0);
         let text = metrics.render();
         assert!(
-            text.contains("gateway_dns_namespace_findings{namespace=\"team-b\"} 0"),
+            text.contains("gateway_dns_namespace_findings{object_namespace=\"team-b\"} 0"),
             "a namespace whose findings are gone reads 0: {text}"
         );
         assert!(text.contains("gateway_dns_findings{reason=\"TooManyParentRefs\"} 0"));

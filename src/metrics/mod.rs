@@ -191,7 +191,8 @@ struct ReasonLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NamespaceLabels {
-    namespace: String,
+    /// Not `namespace`: Prometheus's scrape adds the target's own `namespace` label.
+    object_namespace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -451,7 +452,7 @@ impl Metrics {
             let count = by_namespace.get(namespace.as_str()).copied().unwrap_or(0);
             self.namespace_findings
                 .get_or_create(&NamespaceLabels {
-                    namespace: namespace.clone(),
+                    object_namespace: namespace.clone(),
                 })
                 .set(count);
         }

@@ -141,7 +141,12 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
         "every reason is exported from the start"
     );
     assert!(
-        sample(&text, "gateway_dns_namespace_findings{namespace=\"apps\"}").unwrap_or(0.0) >= 1.0,
+        sample(
+            &text,
+            "gateway_dns_namespace_findings{object_namespace=\"apps\"}"
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
         "{text}"
     );
     wait_until("a sync pass succeeds", Duration::from_secs(30), || {
