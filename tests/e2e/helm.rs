@@ -1192,6 +1192,8 @@ fn dashboard_queries_name_only_exported_metrics() {
         "gateway_dns_sync_changes_total",
         "gateway_dns_records",
         "gateway_dns_records_blocked",
+        "gateway_dns_findings",
+        "gateway_dns_namespace_findings",
         "gateway_dns_leader",
         "gateway_dns_cache_objects",
         "process_resident_memory_bytes",
@@ -1271,6 +1273,14 @@ pub(crate) fn busy_exposition() -> (String, String) {
     metrics.set_records("example.com", 7);
     metrics.set_leader(true);
     metrics.record_tls_reload("reloaded");
+    metrics.set_findings(&[gateway_dns::engine::Violation {
+        object: "HTTPRoute/team-b/web".into(),
+        reason: gateway_dns::engine::Reason::HostnameConflict,
+        action: gateway_dns::engine::Action::Deny,
+        hostname: Some("app.example.com".into()),
+        field: "spec.hostnames[0]".into(),
+        message: "app.example.com is already served".into(),
+    }]);
     (metrics.render(), metrics.render_openmetrics())
 }
 
