@@ -58,7 +58,9 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
     let serve = Serve::start_with_env(
         &identity,
         "findings",
-        &["--zone", "example.com", "--log-format", "json"],
+        // The default --log-format auto: JSON, stderr being a file. GATEWAY_DNS_LOG takes
+        // precedence over --log-level (info).
+        &["--zone", "example.com"],
         &[("GATEWAY_DNS_LOG", "trace")],
     );
     serve.wait_ready(Duration::from_secs(60)).await;
@@ -151,6 +153,11 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
     );
 
     let log = serve.log();
+    assert!(
+        log.lines()
+            .all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()),
+        "auto is JSON when stderr is not a terminal"
+    );
     assert!(
         log.contains("\"level\":\"TRACE\""),
         "the log is at trace level"
