@@ -346,6 +346,7 @@ impl AdmissionHandler for EngineHandler {
                 tracing::info!(
                     uid = %request.uid,
                     operation = ?request.operation,
+                    dry_run = request.dry_run,
                     object = %finding.object,
                     reason = %finding.reason,
                     hostname = finding.hostname.as_deref().unwrap_or(""),

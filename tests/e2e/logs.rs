@@ -211,6 +211,7 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
     );
     assert_eq!(denied["fields"]["object"], "HTTPRoute/apps/b2");
     assert_eq!(denied["fields"]["reason"], "HostnameConflict");
+    assert_eq!(denied["fields"]["dry_run"], false);
 
     // The fix: b1 goes away, the conflict is resolved, the gauge is back at 0.
     let routes_path = manifests.join("routes.yaml");
