@@ -13,6 +13,7 @@ use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
 
 use crate::engine::attach::origin_of;
+use crate::engine::settle::{Outcome, settle_all};
 use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
 use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
 
@@ -628,6 +629,9 @@ struct Inner {
     state: Mutex<Snapshot>,
     published: ArcSwap<Snapshot>,
     changes: watch::Sender<u64>,
+    /// The settled outcome of a published snapshot (the one it was computed over is kept to
+    /// compare by identity), so the sync loop and the findings report share one evaluation.
+    settled: Mutex<Option<(Arc<Snapshot>, Arc<Outcome>)>>,
 }
 
 impl Default for Index {
@@ -648,6 +652,7 @@ impl Index {
                 published: ArcSwap::from_pointee(snapshot.clone()),
                 state: Mutex::new(snapshot),
                 changes: watch::Sender::new(0),
+                settled: Mutex::new(None),
             }),
         }
     }
@@ -665,6 +670,25 @@ impl Index {
     /// request reads for microseconds, and a shared count would move between cores on each one.
     pub fn read<R>(&self, read: impl FnOnce(&Snapshot) -> R) -> R {
         read(&self.inner.published.load())
+    }
+
+    /// The engine's settled outcome (records and findings) over the current snapshot, computed
+    /// once per snapshot: whoever asks first evaluates, later callers get the same result.
+    pub fn settled(&self) -> Arc<Outcome> {
+        let snapshot = self.snapshot();
+        let mut settled = self
+            .inner
+            .settled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((of, outcome)) = settled.as_ref()
+            && Arc::ptr_eq(of, &snapshot)
+        {
+            return outcome.clone();
+        }
+        let outcome = Arc::new(settle_all(&*snapshot));
+        *settled = Some((snapshot, outcome.clone()));
+        outcome
     }
 
     /// A receiver whose value (a change counter) moves on every change.

@@ -15,6 +15,7 @@ use crate::dns::secret::SecretSource;
 use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
 use crate::engine::settle::settle_all;
+use crate::findings::FindingsReport;
 use crate::index::{Index, Snapshot};
 use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
@@ -46,6 +47,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     let mut process = Process::new(Index::with_config(cfg.clone()));
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());
+    process.report_findings(source.synced.clone());
     if args.sync {
         let syncer = build_syncer(&args, &source, &mut process).await?;
         if args.once {
@@ -116,6 +118,33 @@ impl Process {
                     metrics.set_cache_objects(kind.kind(), snapshot.len_of(kind) as u64);
                 }
                 drop(snapshot);
+                if changes.changed().await.is_err() {
+                    return Ok(());
+                }
+                tokio::time::sleep(GAUGE_REFRESH).await;
+            }
+        });
+    }
+
+    /// After the source's first full sync, every current finding is logged once with a
+    /// summary, then what changes, at most once per [`GAUGE_REFRESH`]; the findings gauges
+    /// follow. The outcome is the one the sync loop publishes from (one evaluation per
+    /// snapshot).
+    fn report_findings(&mut self, mut synced: watch::Receiver<bool>) {
+        let (index, metrics) = (self.index.clone(), self.metrics.clone());
+        self.tasks.spawn(async move {
+            wait_synced(&mut synced).await?;
+            let mut changes = index.subscribe();
+            let mut report = FindingsReport::new(metrics);
+            loop {
+                changes.borrow_and_update();
+                let current = index.clone();
+                report = tokio::task::spawn_blocking(move || {
+                    report.report_index(&current);
+                    report
+                })
+                .await
+                .context("reporting the findings")?;
                 if changes.changed().await.is_err() {
                     return Ok(());
                 }

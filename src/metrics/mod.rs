@@ -25,7 +25,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::engine::{Action, Reason};
+use crate::engine::{Action, Reason, Violation};
 
 /// Upper bounds (seconds) of the admission latency histogram buckets.
 const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
@@ -190,6 +190,12 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabels {
+    /// Not `namespace`: Prometheus's scrape adds the target's own `namespace` label.
+    object_namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: String,
 }
@@ -225,6 +231,10 @@ pub struct Metrics {
     records_blocked: Family<ReasonLabels, Gauge>,
     leader: Gauge,
     tls_reloads: Family<ResultLabels, Counter>,
+    findings: Family<ReasonLabels, Gauge>,
+    namespace_findings: Family<NamespaceLabels, Gauge>,
+    /// Namespaces that have had a findings series, so one whose findings are gone reads 0.
+    finding_namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Default for Metrics {
@@ -361,6 +371,24 @@ impl Metrics {
                 result: result.to_string(),
             });
         }
+        let findings = Family::<ReasonLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_findings",
+            "Current findings over every route, Gateway and ListenerSet, by reason (ignored \
+             reasons left out)",
+            findings.clone(),
+        );
+        for reason in Reason::ALL {
+            findings.get_or_create_owned(&ReasonLabels {
+                reason: reason.as_str().to_string(),
+            });
+        }
+        let namespace_findings = Family::<NamespaceLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_namespace_findings",
+            "Current findings by the namespace of the object concerned",
+            namespace_findings.clone(),
+        );
         registry.register(
             "gateway_dns_build",
             "The version and git revision of the running binary",
@@ -388,7 +416,55 @@ impl Metrics {
             records_blocked,
             leader,
             tls_reloads,
+            findings,
+            namespace_findings,
+            finding_namespaces: Default::default(),
         }
+    }
+
+    /// Sets the findings gauges from the current findings (the engine's settled outcome): one
+    /// series per reason and one per namespace that has had findings, at 0 once they are gone.
+    pub fn set_findings(&self, violations: &[Violation]) {
+        let mut by_reason = [0i64; Reason::ALL.len()];
+        let mut by_namespace: std::collections::BTreeMap<&str, i64> = Default::default();
+        for violation in violations {
+            if let Some(at) = Reason::ALL.iter().position(|r| *r == violation.reason) {
+                by_reason[at] += 1;
+            }
+            // `Kind/namespace/name`.
+            if let Some(namespace) = violation.object.split('/').nth(1) {
+                *by_namespace.entry(namespace).or_default() += 1;
+            }
+        }
+        for (reason, count) in Reason::ALL.iter().zip(by_reason) {
+            self.findings
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str().to_string(),
+                })
+                .set(count);
+        }
+        let mut known = self
+            .finding_namespaces
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        known.extend(by_namespace.keys().map(|ns| ns.to_string()));
+        for namespace in known.iter() {
+            let count = by_namespace.get(namespace.as_str()).copied().unwrap_or(0);
+            self.namespace_findings
+                .get_or_create(&NamespaceLabels {
+                    object_namespace: namespace.clone(),
+                })
+                .set(count);
+        }
+    }
+
+    /// The current findings for one reason, as last set.
+    pub fn findings(&self, reason: Reason) -> i64 {
+        self.findings
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str().to_string(),
+            })
+            .get()
     }
 
     /// Records the time spent answering one `/validate` request (decode to response).

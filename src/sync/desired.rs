@@ -2,7 +2,6 @@
 
 use crate::dns::Endpoint;
 use crate::engine::Outcome;
-use crate::engine::settle::settle_all;
 use crate::index::Index;
 use crate::model::RecordType;
 
@@ -20,7 +19,8 @@ impl EngineDesired {
 
 impl super::DesiredSource for EngineDesired {
     fn desired(&self) -> Vec<Endpoint> {
-        endpoints(&settle_all(&*self.index.snapshot()))
+        // Shared with the findings report: one evaluation per snapshot.
+        endpoints(&self.index.settled())
     }
 }
 

@@ -336,7 +336,23 @@ impl AdmissionHandler for EngineHandler {
             self.metrics
                 .record_decision(finding.reason.as_str(), finding.action.as_str());
             if finding.action == Action::Audit {
-                tracing::info!(object = %finding.object, reason = %finding.reason, message = %finding.message, "audit finding");
+                tracing::info!(object = %finding.object, reason = %finding.reason, "audit finding: {}", finding.message);
+            }
+        }
+        if !decision.allowed {
+            // One line per denying finding, at INFO: the denied apply is otherwise seen only by
+            // whoever ran it (and not at all behind a GitOps controller).
+            for finding in decision.findings.iter().filter(|f| denies(f)) {
+                tracing::info!(
+                    uid = %request.uid,
+                    operation = ?request.operation,
+                    dry_run = request.dry_run,
+                    object = %finding.object,
+                    reason = %finding.reason,
+                    hostname = finding.hostname.as_deref().unwrap_or(""),
+                    "admission denied: {}",
+                    finding.message
+                );
             }
         }
         verdict(decision)

@@ -8,6 +8,7 @@ mod support;
 mod api;
 mod check;
 mod faults;
+mod findings;
 mod helm;
 mod leader;
 mod lease;

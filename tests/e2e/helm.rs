@@ -1192,6 +1192,8 @@ fn dashboard_queries_name_only_exported_metrics() {
         "gateway_dns_sync_changes_total",
         "gateway_dns_records",
         "gateway_dns_records_blocked",
+        "gateway_dns_findings",
+        "gateway_dns_namespace_findings",
         "gateway_dns_leader",
         "gateway_dns_cache_objects",
         "process_resident_memory_bytes",
@@ -1271,6 +1273,14 @@ pub(crate) fn busy_exposition() -> (String, String) {
     metrics.set_records("example.com", 7);
     metrics.set_leader(true);
     metrics.record_tls_reload("reloaded");
+    metrics.set_findings(&[gateway_dns::engine::Violation {
+        object: "HTTPRoute/team-b/web".into(),
+        reason: gateway_dns::engine::Reason::HostnameConflict,
+        action: gateway_dns::engine::Action::Deny,
+        hostname: Some("app.example.com".into()),
+        field: "spec.hostnames[0]".into(),
+        message: "app.example.com is already served".into(),
+    }]);
     (metrics.render(), metrics.render_openmetrics())
 }
 
@@ -1382,6 +1392,8 @@ fn alert_rules_pass_promtool_and_read_only_exported_metrics() {
     }
     for needed in [
         "GatewayDnsHostnameConflicts",
+        "GatewayDnsHostnameConflictPresent",
+        "GatewayDnsFindingsPresent",
         "GatewayDnsDenialsRising",
         "GatewayDnsSyncStale",
         "GatewayDnsAdmissionEvaluationErrors",
@@ -1390,6 +1402,7 @@ fn alert_rules_pass_promtool_and_read_only_exported_metrics() {
         assert!(alerts.contains(needed), "no alert {needed}");
     }
     assert!(read.contains("gateway_dns_last_successful_sync_timestamp_seconds"));
+    assert!(read.contains("gateway_dns_findings"));
     // The kustomize component carries the same rules.
     let component = yaml_docs(
         "components/monitoring/prometheusrule.yaml",
@@ -1397,6 +1410,40 @@ fn alert_rules_pass_promtool_and_read_only_exported_metrics() {
             .unwrap(),
     );
     assert_eq!(component[0].value["spec"], rules);
+}
+
+#[test]
+fn the_rules_in_docs_alerts_md_are_the_shipped_ones() {
+    let rules: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(rules_file()).unwrap()).unwrap();
+    let shipped = rules["groups"][0]["rules"].as_array().unwrap();
+    let doc = std::fs::read_to_string(repo().join("docs/alerts.md")).unwrap();
+    let mut shown = BTreeSet::new();
+    for block in doc.split("```yaml\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        let documented: Value = serde_yaml_ng::from_str(block)
+            .unwrap_or_else(|err| panic!("docs/alerts.md: {err}:\n{block}"));
+        for rule in documented.as_array().unwrap() {
+            let name = rule["alert"].as_str().unwrap();
+            let same = shipped.iter().find(|r| r["alert"] == name);
+            assert_eq!(
+                same,
+                Some(rule),
+                "docs/alerts.md shows {name} unlike the shipped rules"
+            );
+            shown.insert(name.to_string());
+        }
+    }
+    for needed in [
+        "GatewayDnsHostnameConflictPresent",
+        "GatewayDnsSyncStale",
+        "GatewayDnsFindingsPresent",
+    ] {
+        assert!(
+            shown.contains(needed),
+            "docs/alerts.md does not show {needed}"
+        );
+    }
 }
 
 #[test]

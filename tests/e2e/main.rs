@@ -14,6 +14,7 @@ mod dns_secondary;
 mod helm;
 mod install;
 mod kube_faults;
+mod logs;
 mod once;
 mod serve;
 mod tls;

@@ -647,3 +647,50 @@ fn routes_through_one_listener_set_share_its_origin_and_follow_their_gateway() {
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.targets_text(), "10.0.0.7");
 }
+
+/// The settled outcome is computed once per snapshot and shared (the sync loop and the findings
+/// report read the same one), and follows every change.
+#[test]
+fn settled_is_one_evaluation_per_snapshot_and_follows_changes() {
+    let index = Index::new();
+    for object in decode_all(&[
+        namespace("infra", json!({})),
+        namespace("apps", json!({})),
+        simple_gateway("infra", "gw1", None, &["10.0.0.1"]),
+        simple_gateway("infra", "gw2", None, &["10.0.0.2"]),
+        created(
+            http_route(
+                "apps",
+                "b1",
+                json!([parent("infra", "gw1")]),
+                &["b.example.com"],
+            ),
+            "2025-06-01T00:00:00Z",
+        ),
+        created(
+            http_route(
+                "apps",
+                "b2",
+                json!([parent("infra", "gw2")]),
+                &["b.example.com"],
+            ),
+            "2025-06-02T00:00:00Z",
+        ),
+    ]) {
+        index.apply(object);
+    }
+    let first = index.settled();
+    assert!(Arc::ptr_eq(&first, &index.settled()), "not evaluated twice");
+    assert_eq!(*first, settle_all(&*index.snapshot()));
+    assert!(
+        first
+            .violations
+            .iter()
+            .any(|v| v.reason == Reason::HostnameConflict && v.object == "HTTPRoute/apps/b2")
+    );
+    index.delete(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "b1"));
+    let fixed = index.settled();
+    assert!(!Arc::ptr_eq(&first, &fixed));
+    assert_eq!(*fixed, settle_all(&*index.snapshot()));
+    assert!(fixed.violations.is_empty(), "{:?}", fixed.violations);
+}
