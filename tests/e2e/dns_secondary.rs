@@ -126,8 +126,12 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
     desired.lock().unwrap()[0] = a("app.example.com", "192.0.2.10");
     let changed = Instant::now();
     assert!(syncer.run_once().await.unwrap().converged);
+    // Only NOTIFY can bring the change this soon: BIND's own refresh timer is the SOA refresh
+    // (an hour). Measured 0.3–0.4 s here; the bound leaves room for a busy machine, and the
+    // figure is printed.
+    let limit = Duration::from_secs(5);
     let mut seen = None;
-    for _ in 0..100 {
+    while changed.elapsed() < limit {
         let bind_addr = bind.addr();
         let answer = tokio::task::spawn_blocking(move || {
             dig::query(bind_addr, "app.example.com", "A", false).data("A")
@@ -147,7 +151,6 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         )
     });
     eprintln!("change visible on the BIND secondary after {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
     assert_eq!(
         dig::query(bind.addr(), "example.com", "SOA", false).soa_serial(),
         server.serial(zone)
