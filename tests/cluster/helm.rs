@@ -396,7 +396,13 @@ async fn helm_install_runs_the_webhook_and_uninstall_removes_it() {
         }
     }
     assert!(read.len() >= 8, "series read: {read:?}");
-    let missing: Vec<&String> = read.difference(&scraped).collect();
+    // A series keyed by data appears with its first sample: findings by namespace need a
+    // namespace with a finding, and this cluster has none (the e2e exposition test fills it).
+    let only_with_data = ["gateway_dns_namespace_findings"];
+    let missing: Vec<&String> = read
+        .difference(&scraped)
+        .filter(|name| !only_with_data.contains(&name.as_str()))
+        .collect();
     assert!(missing.is_empty(), "a running serve exports no {missing:?}");
 
     // helm uninstall removes every object the chart made: with serve still answering, the
