@@ -749,9 +749,10 @@ fn escape(text: &str) -> String {
     text.replace('|', "\\|").replace('*', "\\*")
 }
 
-/// TTL-only differences, grouped by the pair of TTLs.
+/// Differences of one kind counted together: records and the scenarios they occur in (TTL-only
+/// differences by their pair of TTLs; ownership records that name another route).
 #[derive(Default)]
-struct TtlGroup {
+struct DifferenceGroup {
     records: usize,
     scenarios: BTreeSet<&'static str>,
 }
@@ -782,8 +783,8 @@ fn main() {
     let mut details = String::new();
     let (mut by_design, mut bugs, mut unclassified) = (0, 0, 0);
     let mut matched: BTreeSet<(&str, &str, &str, &str)> = BTreeSet::new();
-    let mut ttl_groups: BTreeMap<(u32, u32), TtlGroup> = BTreeMap::new();
-    let mut resource_only = TtlGroup::default();
+    let mut ttl_groups: BTreeMap<(u32, u32), DifferenceGroup> = BTreeMap::new();
+    let mut resource_only = DifferenceGroup::default();
     for outcome in &outcomes {
         let scenario = outcome.scenario.name;
         let _ = writeln!(details, "### {scenario}\n\n{}\n", outcome.scenario.about);
