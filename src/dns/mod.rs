@@ -6,6 +6,8 @@
 pub(crate) mod batches;
 pub mod dnsendpoint;
 pub mod embedded;
+mod http;
+pub use http::ExchangeError;
 pub mod pdns;
 pub mod registry;
 pub mod rfc2136;

@@ -8,15 +8,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::{Method, Request, StatusCode, Uri};
+use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
-use tokio::time::timeout;
 
 use super::batches::HalvingBatches;
+use super::http::{self, ExchangeError, HttpClient};
 use super::secret::SecretSource;
 use super::{Changes, Endpoint, Provider, zone_of};
 use crate::model::RecordType;
@@ -83,14 +81,7 @@ pub enum Error {
     #[error("PowerDNS API URL {0:?} is not a valid http:// URL")]
     BadUrl(String),
     #[error("PowerDNS API at {url}: {source}")]
-    Http {
-        url: String,
-        source: hyper_util::client::legacy::Error,
-    },
-    #[error("PowerDNS API at {url}: reading the answer failed: {detail}")]
-    Body { url: String, detail: String },
-    #[error("PowerDNS API at {url} did not answer within {timeout:?}")]
-    Timeout { url: String, timeout: Duration },
+    Exchange { url: String, source: ExchangeError },
     #[error("PowerDNS API refused {method} {url}: HTTP {status}: {message}")]
     Api {
         method: Method,
@@ -118,7 +109,7 @@ pub enum Error {
 pub struct PdnsProvider {
     config: PdnsConfig,
     base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
 }
 
 #[derive(Deserialize)]
@@ -168,11 +159,8 @@ struct ErrorBody {
 
 impl PdnsProvider {
     pub fn new(config: PdnsConfig) -> Result<Self, Error> {
-        let base = config.api_url.trim_end_matches('/').to_string();
-        let uri: Uri = base.parse().map_err(|_| Error::BadUrl(base.clone()))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            return Err(Error::BadUrl(base));
-        }
+        let base = http::http_base(&config.api_url)
+            .ok_or_else(|| Error::BadUrl(config.api_url.clone()))?;
         // A host name in the URL is resolved for each new connection; closing idle ones soon
         // makes every sync pass resolve it again, so a Service or server that moves is followed.
         let client = Client::builder(TokioExecutor::new())
@@ -198,56 +186,42 @@ impl PdnsProvider {
         url: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, Error> {
-        let mut builder = Request::builder()
-            .method(method.clone())
-            .uri(url)
-            .header("X-API-Key", &self.config.api_key)
-            .header("Accept", "application/json");
-        if body.is_some() {
-            builder = builder.header("Content-Type", "application/json");
-        }
-        let request = builder
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|_| Error::BadUrl(url.to_string()))?;
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|source| Error::Http {
-                    url: url.to_string(),
-                    source,
-                })?;
-            let status = response.status();
-            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-                .collect()
-                .await
-                .map_err(|e| Error::Body {
-                    url: url.to_string(),
-                    detail: e.to_string(),
-                })?
-                .to_bytes();
-            Ok::<_, Error>((status, body))
-        };
-        let (status, body) =
-            timeout(self.config.timeout, exchange)
-                .await
-                .map_err(|_| Error::Timeout {
-                    url: url.to_string(),
-                    timeout: self.config.timeout,
-                })??;
-        if !status.is_success() {
-            let message = serde_json::from_slice::<ErrorBody>(&body)
+        let request = http::request(
+            method.clone(),
+            url,
+            "application/json",
+            &[("X-API-Key", self.config.api_key.as_str())],
+            body,
+        )
+        .ok_or_else(|| Error::BadUrl(url.to_string()))?;
+        let reply = http::exchange(
+            &self.client,
+            request,
+            self.config.timeout,
+            MAX_RESPONSE_BYTES,
+        )
+        .await
+        .map_err(|source| Error::Exchange {
+            url: url.to_string(),
+            source,
+        })?;
+        if !reply.status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&reply.body)
                 .map(|e| e.error)
-                .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(300).collect());
+                .unwrap_or_else(|_| {
+                    String::from_utf8_lossy(&reply.body)
+                        .chars()
+                        .take(300)
+                        .collect()
+                });
             return Err(Error::Api {
                 method,
                 url: url.to_string(),
-                status,
+                status: reply.status,
                 message,
             });
         }
-        Ok(body)
+        Ok(reply.body)
     }
 
     async fn zone_records(&self, zone: &str) -> Result<Vec<Endpoint>, Error> {

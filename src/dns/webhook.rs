@@ -19,14 +19,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::{Method, Request, StatusCode, Uri};
+use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
-use tokio::time::timeout;
 
+use super::http::{self, ExchangeError, HttpClient};
 use super::{Changes, Endpoint, Provider, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -65,14 +63,7 @@ pub enum Error {
     #[error("webhook provider URL {0:?} is not a valid http:// URL")]
     BadUrl(String),
     #[error("webhook provider at {url}: {source}")]
-    Http {
-        url: String,
-        source: hyper_util::client::legacy::Error,
-    },
-    #[error("webhook provider at {url}: reading the answer failed: {detail}")]
-    Body { url: String, detail: String },
-    #[error("webhook provider at {url} did not answer within {timeout:?}")]
-    Timeout { url: String, timeout: Duration },
+    Exchange { url: String, source: ExchangeError },
     #[error("webhook provider refused {method} {url}: HTTP {status}: {message}")]
     Status {
         method: Method,
@@ -176,7 +167,7 @@ struct DomainFilter {
 pub struct WebhookProvider {
     config: WebhookConfig,
     base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     /// The last listing, by (name, type): an update names the record it replaces
     /// (`updateOld`), which the plan does not carry.
     listed: Mutex<BTreeMap<(String, RecordType), WireEndpoint>>,
@@ -186,11 +177,7 @@ impl WebhookProvider {
     /// Connects: negotiates at `GET /` and checks that the provider's domain filter covers every
     /// managed zone whole.
     pub async fn connect(config: WebhookConfig) -> Result<Self, Error> {
-        let base = config.url.trim_end_matches('/').to_string();
-        let uri: Uri = base.parse().map_err(|_| Error::BadUrl(base.clone()))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            return Err(Error::BadUrl(base));
-        }
+        let base = http::http_base(&config.url).ok_or_else(|| Error::BadUrl(config.url.clone()))?;
         let provider = WebhookProvider {
             config,
             base,
@@ -201,8 +188,8 @@ impl WebhookProvider {
         let mut attempt = 1;
         let body = loop {
             match provider.request(Method::GET, &url, None).await {
-                Err(Error::Http { .. } | Error::Timeout { .. })
-                    if attempt < provider.config.connect_attempts =>
+                Err(Error::Exchange { source, .. })
+                    if source.is_unreachable() && attempt < provider.config.connect_attempts =>
                 {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -222,65 +209,38 @@ impl WebhookProvider {
         url: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, Error> {
-        let mut builder = Request::builder()
-            .method(method.clone())
-            .uri(url)
-            .header("Accept", MEDIA_TYPE);
-        if body.is_some() {
-            builder = builder.header("Content-Type", MEDIA_TYPE);
-        }
-        let request = builder
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|_| Error::BadUrl(url.to_string()))?;
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|source| Error::Http {
-                    url: url.to_string(),
-                    source,
-                })?;
-            let status = response.status();
-            let content_type = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-                .collect()
-                .await
-                .map_err(|e| Error::Body {
-                    url: url.to_string(),
-                    detail: e.to_string(),
-                })?
-                .to_bytes();
-            Ok::<_, Error>((status, content_type, body))
-        };
-        let (status, content_type, body) =
-            timeout(self.config.timeout, exchange)
-                .await
-                .map_err(|_| Error::Timeout {
-                    url: url.to_string(),
-                    timeout: self.config.timeout,
-                })??;
-        if !status.is_success() {
+        let request = http::request(method.clone(), url, MEDIA_TYPE, &[], body)
+            .ok_or_else(|| Error::BadUrl(url.to_string()))?;
+        let reply = http::exchange(
+            &self.client,
+            request,
+            self.config.timeout,
+            MAX_RESPONSE_BYTES,
+        )
+        .await
+        .map_err(|source| Error::Exchange {
+            url: url.to_string(),
+            source,
+        })?;
+        if !reply.status.is_success() {
             return Err(Error::Status {
                 method,
                 url: url.to_string(),
-                status,
-                message: String::from_utf8_lossy(&body).chars().take(300).collect(),
+                status: reply.status,
+                message: String::from_utf8_lossy(&reply.body)
+                    .chars()
+                    .take(300)
+                    .collect(),
             });
         }
         // 204 (applied) has no body and so no content type.
-        if status != StatusCode::NO_CONTENT && content_type != MEDIA_TYPE {
+        if reply.status != StatusCode::NO_CONTENT && reply.content_type != MEDIA_TYPE {
             return Err(Error::MediaType {
                 url: url.to_string(),
-                found: content_type,
+                found: reply.content_type,
             });
         }
-        Ok(body)
+        Ok(reply.body)
     }
 
     async fn list(&self) -> Result<Vec<Endpoint>, Error> {
@@ -547,7 +507,10 @@ mod tests {
         config.connect_attempts = 1;
         assert!(matches!(
             WebhookProvider::connect(config.clone()).await,
-            Err(Error::Http { .. })
+            Err(Error::Exchange {
+                source: ExchangeError::Connect(_),
+                ..
+            })
         ));
         let server = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
