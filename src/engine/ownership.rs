@@ -3,11 +3,12 @@
 //! the namespace a name belongs to (that of its oldest route) and the namespaces it shares it with.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use super::hostname;
-use super::settle::Claimant;
+use super::settle::{Claimant, precedence};
 use super::world::{Claim, Finding, NameSource, World};
 use super::{Config, ConfigError, Reason, concat};
 use crate::model::dns_name::parse_hostname;
@@ -171,6 +172,38 @@ pub fn take_from_other_namespaces<'a, W: World>(
         kept
     });
     taken
+}
+
+/// For a route under review claiming `name`: under `--hostname-ownership namespace`, removes
+/// from `incumbents` (in precedence order, without the route) the claims outside the owner's
+/// namespaces, and returns the owner when the route's own namespace may not claim the name.
+/// The owner is the first incumbent, unless the route's stored version already claims the name
+/// and precedes it: a name the route already had keeps the route's age, a name it adds is
+/// judged as a newcomer's, so an UPDATE never takes a name from its owner.
+pub fn owner_refusing<'a, W: World>(
+    world: &'a W,
+    route: &Route,
+    name: &str,
+    incumbents: &mut Vec<Claimant<'a>>,
+) -> Option<Claimant<'a>> {
+    if world.config().hostname_ownership == HostnameOwnership::Off {
+        return None;
+    }
+    let first_incumbent = incumbents.first().copied()?;
+    let stored = world.route(&route.key()).and_then(|entry| {
+        entry.eval.claims_on(name).first().map(|claim| Claimant {
+            route: &entry.route,
+            claim,
+            ttl: entry.eval.ttl,
+        })
+    });
+    let owner = match stored {
+        Some(stored) if precedence(&stored, &first_incumbent) == Ordering::Less => stored,
+        _ => first_incumbent,
+    };
+    let owner_namespace = &*owner.route.meta.namespace;
+    incumbents.retain(|claim| shares(world, owner_namespace, &claim.route.meta.namespace));
+    (!shares(world, owner_namespace, &route.meta.namespace)).then_some(owner)
 }
 
 /// The one-line message for a route in `namespace` that claims `name`, owned through `owner`.

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::ownership::{self, HostnameOwnership};
+use super::ownership;
 use super::world::{Claim, Finding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::model::{Address, RecordType, Route};
@@ -415,11 +415,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
         incumbents.sort_by(precedence);
         // Incumbents that lose the name to its owner namespace are no reference; a newcomer
         // outside the owner's namespaces is refused the name whatever it resolves to.
-        ownership::take_from_other_namespaces(world, name, &mut incumbents);
-        if let Some(owner) = incumbents.first()
-            && world.config().hostname_ownership == HostnameOwnership::Namespace
-            && !ownership::shares(world, &owner.route.meta.namespace, &route.meta.namespace)
-        {
+        if let Some(owner) = ownership::owner_refusing(world, route, name, &mut incumbents) {
             for claim in &own {
                 out.push(violation_parts(
                     world,
@@ -427,7 +423,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     Reason::HostnameOwnedByOtherNamespace,
                     Some(name.to_owned()),
                     claim.claim.source.field(),
-                    ownership::owned_message(name, owner, &route.meta.namespace),
+                    ownership::owned_message(name, &owner, &route.meta.namespace),
                 ));
             }
             continue;

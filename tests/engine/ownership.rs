@@ -511,6 +511,74 @@ fn the_newcomer_is_refused_whatever_its_age_and_only_new_names_deny_on_update() 
 }
 
 #[test]
+fn the_owners_own_update_is_judged_with_its_age() {
+    let site = route_at("team-a", "site", &["a.example.com"], "2025-01-01T00:00:00Z");
+    let objects = world(&[
+        team("team-a"),
+        sharing("team-a", "team-b"),
+        site.clone(),
+        route_at(
+            "team-b",
+            "guest",
+            &["a.example.com"],
+            "2025-02-01T00:00:00Z",
+        ),
+        route_at(
+            "team-c",
+            "squatter",
+            &["a.example.com"],
+            "2025-03-01T00:00:00Z",
+        ),
+    ]);
+    // team-b shares the name with consent and team-c squats it: the owner's UPDATE is clean.
+    let relabelled = labelled(site.clone(), "app", "web");
+    let decision = decided(
+        owned(),
+        &objects,
+        &review("UPDATE", &relabelled, Some(&site)),
+    );
+    assert_eq!(
+        decision,
+        Decision {
+            allowed: true,
+            ..Decision::default()
+        }
+    );
+    // The guest's UPDATE is clean too; the squatter's only warns (it had the name before).
+    let guest = route_at(
+        "team-b",
+        "guest",
+        &["a.example.com"],
+        "2025-02-01T00:00:00Z",
+    );
+    let decision = decided(owned(), &objects, &review("UPDATE", &guest, Some(&guest)));
+    assert!(
+        decision.allowed && decision.warnings.is_empty(),
+        "{decision:?}"
+    );
+    let squatter = route_at(
+        "team-c",
+        "squatter",
+        &["a.example.com"],
+        "2025-03-01T00:00:00Z",
+    );
+    let decision = decided(
+        owned(),
+        &objects,
+        &review("UPDATE", &squatter, Some(&squatter)),
+    );
+    assert!(decision.allowed, "{decision:?}");
+    assert_eq!(
+        reasons(&decision),
+        [(
+            Reason::HostnameOwnedByOtherNamespace,
+            Some("a.example.com"),
+            Action::Warn
+        )]
+    );
+}
+
+#[test]
 fn the_newcomer_is_denied_names_its_namespace_may_not_publish() {
     let objects = world(&[allowing("shop", "*.shop.example.com")]);
     let route = http_route(
