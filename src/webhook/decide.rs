@@ -28,7 +28,7 @@ fn is_small_route(route: &Route) -> bool {
         && route.hostnames.len() + annotated <= QUICK_MAX_HOSTNAMES
 }
 
-/// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
+/// Most routes a Gateway, ListenerSet or Namespace warning names before it only counts the rest.
 const MAX_NAMED_ROUTES: usize = 10;
 
 /// The answer for one AdmissionReview request.
