@@ -9,7 +9,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::{
     AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
-    DEFAULT_MAX_ROUTE_PARENT_REFS, Mode, Scope, selector,
+    DEFAULT_MAX_ROUTE_PARENT_REFS, HostnameOwnership, Mode, Scope, selector,
 };
 
 /// What `--version` prints after the name: the crate version, the git revision and the build
@@ -607,6 +607,15 @@ pub struct EngineArgs {
     /// publishes nothing.
     #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_PARENT_REFS, env = "GATEWAY_DNS_MAX_ROUTE_PARENT_REFS")]
     pub max_route_parent_refs: usize,
+    /// off: any namespace may claim any name; namespace: a name belongs to the namespace of its
+    /// oldest route, and others may claim it only when that Namespace's annotation
+    /// gateway-dns.io/share-hostnames-with lists them (HostnameOwnedByOtherNamespace).
+    #[arg(long, default_value = "off", value_parser = ["off", "namespace"], env = "GATEWAY_DNS_HOSTNAME_OWNERSHIP")]
+    pub hostname_ownership: String,
+    /// A namespace without the annotation gateway-dns.io/allowed-hostnames may publish no name
+    /// (HostnameNotAllowedForNamespace); by default such a namespace is unrestricted.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES")]
+    pub require_allowed_hostnames: bool,
 }
 
 impl EngineArgs {
@@ -635,6 +644,8 @@ impl EngineArgs {
             actions,
             max_route_hostnames: self.max_route_hostnames,
             max_route_parent_refs: self.max_route_parent_refs,
+            hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
+            require_allowed_hostnames: self.require_allowed_hostnames,
         })
     }
 }

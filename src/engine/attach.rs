@@ -625,6 +625,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             ));
         }
     }
+    super::ownership::keep_allowed_claims(world, cfg, route, &mut claims, &mut findings);
     claims.retain(|c| !c.origin.targets.is_empty());
     claims.sort();
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);

@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod hostname;
+pub mod ownership;
 pub mod selector;
 pub mod settle;
 mod world;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::evaluate_route;
+pub use ownership::HostnameOwnership;
 pub use settle::{Outcome, Record};
 pub use world::{Claim, Finding, NameSource, Origin, RouteEntry, RouteEval, RouteId, World};
 
@@ -96,10 +98,12 @@ pub enum Reason {
     InheritedWildcardHostname,
     TooManyHostnames,
     TooManyParentRefs,
+    HostnameOwnedByOtherNamespace,
+    HostnameNotAllowedForNamespace,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 14] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -112,6 +116,8 @@ impl Reason {
         Reason::InheritedWildcardHostname,
         Reason::TooManyHostnames,
         Reason::TooManyParentRefs,
+        Reason::HostnameOwnedByOtherNamespace,
+        Reason::HostnameNotAllowedForNamespace,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -128,6 +134,8 @@ impl Reason {
             Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
             Reason::TooManyHostnames => "TooManyHostnames",
             Reason::TooManyParentRefs => "TooManyParentRefs",
+            Reason::HostnameOwnedByOtherNamespace => "HostnameOwnedByOtherNamespace",
+            Reason::HostnameNotAllowedForNamespace => "HostnameNotAllowedForNamespace",
         }
     }
 
@@ -138,7 +146,9 @@ impl Reason {
             | Reason::InvalidHostname
             | Reason::NotAllowedByListeners
             | Reason::TooManyHostnames
-            | Reason::TooManyParentRefs => Action::Deny,
+            | Reason::TooManyParentRefs
+            | Reason::HostnameOwnedByOtherNamespace
+            | Reason::HostnameNotAllowedForNamespace => Action::Deny,
             _ => Action::Warn,
         }
     }
@@ -159,7 +169,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, HostnameOwnedByOtherNamespace, HostnameNotAllowedForNamespace",
             })
     }
 }
@@ -292,6 +302,11 @@ pub struct Config {
     pub max_route_hostnames: usize,
     /// Most parentRefs a route may have; more are `TooManyParentRefs`, likewise.
     pub max_route_parent_refs: usize,
+    /// Whether a hostname belongs to the namespace of its oldest route (ARCHITECTURE.md,
+    /// "Namespaces and hostnames").
+    pub hostname_ownership: HostnameOwnership,
+    /// A namespace without the allowed-hostnames annotation may publish nothing.
+    pub require_allowed_hostnames: bool,
 }
 
 /// Far above any real route: `spec.hostnames` allows 16 and the external-dns annotation
@@ -313,6 +328,8 @@ impl Default for Config {
             actions: BTreeMap::new(),
             max_route_hostnames: DEFAULT_MAX_ROUTE_HOSTNAMES,
             max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
+            hostname_ownership: HostnameOwnership::Off,
+            require_allowed_hostnames: false,
         }
     }
 }

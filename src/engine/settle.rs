@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::ownership;
 use super::world::{Claim, Finding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::model::{Address, RecordType, Route};
@@ -317,16 +318,26 @@ fn settle_claimed_name<W: World>(
     name: &str,
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
-    let settlement = settle(world.config(), name, claimants_among(world, name, ids));
+    let mut claims = claimants_among(world, name, ids);
+    // Ownership before conflicts: a claim from a namespace that may not have the name is no
+    // contender for it (ARCHITECTURE.md, "Namespaces and hostnames").
+    let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
+    let settlement = settle(world.config(), name, claims);
     let records = records_for(&settlement);
-    let violations = settlement
+    let losers = settlement
         .losers
         .into_iter()
-        .map(|(c, message)| {
+        .map(|(c, message)| (Reason::HostnameConflict, c, message));
+    let taken = taken
+        .into_iter()
+        .map(|(c, message)| (Reason::HostnameOwnedByOtherNamespace, c, message));
+    let violations = losers
+        .chain(taken)
+        .map(|(reason, c, message)| {
             violation_parts(
                 world,
                 c.route,
-                Reason::HostnameConflict,
+                reason,
                 Some(name.to_owned()),
                 c.claim.source.field(),
                 message,
@@ -369,8 +380,9 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outco
     }
 }
 
-/// Conflicts of a route under review (the newcomer), evaluated against a world that does not
-/// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
+/// Conflicts of a route under review (the newcomer), and names it would take from the namespace
+/// that owns them, evaluated against a world that does not need to contain it: it never
+/// displaces an incumbent, whatever the ages. Claims by the route's
 /// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
 pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Violation> {
     // The route's own earlier version (same key) is not an incumbent.
@@ -401,6 +413,21 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
             }
         }
         incumbents.sort_by(precedence);
+        // Incumbents that lose the name to its owner namespace are no reference; a newcomer
+        // outside the owner's namespaces is refused the name whatever it resolves to.
+        if let Some(owner) = ownership::owner_refusing(world, route, name, &mut incumbents) {
+            for claim in &own {
+                out.push(violation_parts(
+                    world,
+                    route,
+                    Reason::HostnameOwnedByOtherNamespace,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(),
+                    ownership::owned_message(name, &owner, &route.meta.namespace),
+                ));
+            }
+            continue;
+        }
         let Some(reference) = incumbents.first().or(own.first()).copied() else {
             continue;
         };

@@ -12,6 +12,7 @@ mod findings;
 mod helm;
 mod leader;
 mod lease;
+mod ownership;
 mod peer;
 mod rbac;
 mod replicas;

@@ -504,7 +504,25 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
         "{origin}: gateway-dns answers (--admission-deadline) before the API server gives up"
     );
     let rules = hook.rules.as_deref().unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{origin}: one rule");
+    assert_eq!(rules.len(), 2, "{origin}: Gateway API kinds and Namespaces");
+    let namespaces = &rules[1];
+    assert_eq!(
+        (
+            namespaces.api_groups.as_deref(),
+            namespaces.api_versions.as_deref(),
+            namespaces.operations.as_deref(),
+            namespaces.resources.as_deref(),
+            namespaces.scope.as_deref(),
+        ),
+        (
+            Some(&[String::new()][..]),
+            Some(&["v1".to_string()][..]),
+            Some(&["UPDATE".to_string()][..]),
+            Some(&["namespaces".to_string()][..]),
+            Some("Cluster"),
+        ),
+        "{origin}: Namespace UPDATEs are reviewed (their hostname annotations)"
+    );
     let rule = &rules[0];
     assert_eq!(
         rule.api_groups.as_deref(),
@@ -1516,7 +1534,13 @@ async fn troubleshooting_shows_the_messages_the_webhook_really_sends() {
         )),
         "docs/troubleshooting.md shows kubectl's denial line with the webhook's name {webhook_name}"
     );
-    let mut deployed = Deployed::start(&install, certs_for_service(&install));
+    // Hostname ownership is off by default; the page shows its message as an installation that
+    // turned it on sees it (every other example is about routes of one namespace, unchanged).
+    let ownership = Adaptation {
+        extra_args: vec!["--hostname-ownership=namespace".to_owned()],
+        ..Adaptation::default()
+    };
+    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), ownership);
     deployed.wait_ready(&install).await;
     let mut stale = Vec::new();
     for reason in Reason::ALL {

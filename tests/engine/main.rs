@@ -12,6 +12,7 @@ mod extdns;
 mod index;
 mod layers;
 mod objects;
+mod ownership;
 mod props;
 mod rules;
 mod schema;
