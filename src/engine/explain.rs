@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::attach::{ParentVerdict, parent_verdicts, requested_names};
+use super::hostname::intersect;
 use super::settle::{
     Claimant, PrecedenceKey, Record, claimants, precedence_deciding, route_ref, settle,
     settle_name, violation,
@@ -315,10 +316,18 @@ pub fn explain_route<W: World>(
     names.dedup();
     let mut all_findings: Vec<ExplainedFinding> = Vec::new();
     let mut route_names = Vec::with_capacity(names.len());
+    let parents = parent_views(world, route);
     for dns_name in &names {
         let (records, conflicts) = settle_name(world, dns_name);
         let claims = claim_views(world, dns_name);
         let on_name = route_on_name(world, entry, dns_name, &claims, &conflicts);
+        // A wildcard the listeners narrow to names of their own is told through those names.
+        let narrowed = on_name.claims.is_empty()
+            && !on_name.findings.iter().any(|f| f.hostname.is_some())
+            && !narrowed_to(&parents, dns_name).is_empty();
+        if narrowed {
+            continue;
+        }
         all_findings.extend(
             on_name
                 .findings
@@ -354,7 +363,7 @@ pub fn explain_route<W: World>(
         created: route.meta.created.and_then(rfc3339),
         in_scope: entry.eval.in_scope,
         ttl: entry.eval.ttl,
-        parents: parent_views(world, route),
+        parents,
         names: route_names,
         findings: all_findings,
     })
@@ -539,6 +548,8 @@ fn route_on_name<W: World>(
     } else {
         Fate::Dropped
     };
+    let parents = parent_views(world, route);
+    let narrowed = narrowed_to(&parents, name);
     let why = if let Some(claim) = own_claims
         .iter()
         .find(|c| matches!(c.result, "wins" | "shares"))
@@ -546,6 +557,11 @@ fn route_on_name<W: World>(
         claim.why.clone()
     } else if let Some(claim) = own_claims.first() {
         claim.why.clone()
+    } else if !narrowed.is_empty() && findings.iter().all(|f| f.hostname.is_none()) {
+        format!(
+            "its listeners serve only part of {name}: the route gets {} there instead",
+            narrowed.join(", ")
+        )
     } else if !entry.eval.in_scope {
         "outside this installation's scope (route filters, or another DNS controller's annotation): it contributes nothing".to_owned()
     } else if let Some(finding) = findings.first() {
@@ -560,9 +576,25 @@ fn route_on_name<W: World>(
         fate,
         why,
         claims: own_claims,
-        parents: parent_views(world, route),
+        parents,
         findings,
     }
+}
+
+/// The narrower names accepting listeners give a route's `name` (a wildcard route hostname on
+/// a listener for one name of it, say), other than `name` itself.
+fn narrowed_to(parents: &[ParentView], name: &str) -> Vec<String> {
+    let mut out: Vec<String> = parents
+        .iter()
+        .flat_map(|p| &p.listeners)
+        .filter(|l| l.accepted)
+        .filter_map(|l| intersect(l.hostname.as_deref(), Some(name)).flatten())
+        .filter(|narrower| *narrower != name)
+        .map(str::to_owned)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn parent_views<W: World>(world: &W, route: &Route) -> Vec<ParentView> {
