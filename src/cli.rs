@@ -265,8 +265,9 @@ pub struct ServeArgs {
 /// `explain` (which only reads them).
 #[derive(Debug, Clone, Args)]
 pub struct ProviderArgs {
-    /// A zone gateway-dns manages (repeatable or comma-separated). The embedded server infers
-    /// zones from the manifests when none is given.
+    /// A zone gateway-dns manages (repeatable or comma-separated): serve writes inside these
+    /// (the embedded server infers them from the manifests when none is given), explain lists
+    /// them.
     #[arg(
         long = "zone",
         // external-dns's name for the same list.

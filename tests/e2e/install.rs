@@ -1780,9 +1780,17 @@ fn docs_name_only_flags_and_exit_codes_the_binary_has() {
     let check = declared_exit_codes("check");
     let serve = declared_exit_codes("serve");
     let certs = declared_exit_codes("certs");
+    let explain = declared_exit_codes("explain");
     assert_eq!(check, BTreeSet::from([0, 1, 2]));
     assert_eq!(serve, BTreeSet::from([0, 1, 2, 3]));
-    let all: BTreeSet<u8> = check.iter().chain(&serve).chain(&certs).copied().collect();
+    assert_eq!(explain, BTreeSet::from([0, 1, 2]));
+    let all: BTreeSet<u8> = check
+        .iter()
+        .chain(&serve)
+        .chain(&certs)
+        .chain(&explain)
+        .copied()
+        .collect();
     let mut spelled_out = Vec::new();
     for (page, text) in &pages {
         let flat = text.replace('\n', " ");
