@@ -493,10 +493,10 @@ fn claim_line(claim: &ClaimView) -> String {
         " -> {} [{}]: {}",
         claim.targets.join(", "),
         claim.field,
-        claim.result
+        claim.result.as_str()
     );
     if let Some(key) = claim.decided_by {
-        let _ = write!(line, " (decided by {key})");
+        let _ = write!(line, " (decided by {})", key.as_str());
     }
     line
 }

@@ -126,13 +126,36 @@ pub struct ClaimView {
     pub targets: Vec<String>,
     /// The route field the name came from.
     pub field: String,
-    /// `wins` (first in the order), `shares` (same targets as the winner), `loses` (other
-    /// targets, the winner keeps the name) or `excluded` (`--conflict-resolution exclude`).
-    pub result: &'static str,
+    pub result: ClaimResult,
     /// For a losing claim: the key of the order that put the winner first.
-    pub decided_by: Option<&'static str>,
+    pub decided_by: Option<PrecedenceKey>,
     /// One line saying why, with the creationTimestamps or names that decided.
     pub why: String,
+}
+
+/// How a claim fared in the settlement of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClaimResult {
+    /// First in the engine's order: its targets are the name's.
+    Wins,
+    /// Same targets as the winner: published with it.
+    Shares,
+    /// Other targets: the winner keeps the name.
+    Loses,
+    /// `--conflict-resolution exclude`: nobody keeps a contested name.
+    Excluded,
+}
+
+impl ClaimResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimResult::Wins => "wins",
+            ClaimResult::Shares => "shares",
+            ClaimResult::Loses => "loses",
+            ClaimResult::Excluded => "excluded",
+        }
+    }
 }
 
 /// One route concerned with a name.
@@ -241,8 +264,7 @@ pub fn parse_name(text: &str) -> Result<String, ExplainError> {
 
 /// Explains `name` (canonical, see [`parse_name`]).
 pub fn explain_name<W: World>(world: &W, name: &str) -> NameExplanation {
-    let (records, conflicts) = settle_name(world, name);
-    let claims = claim_views(world, name);
+    let settled = settled_name(world, name);
     let mut routes: Vec<RouteOnName> = Vec::new();
     // Claimants first, in the engine's order (the order of their first claim).
     let mut seen: Vec<ObjectKey> = Vec::new();
@@ -253,7 +275,7 @@ pub fn explain_name<W: World>(world: &W, name: &str) -> NameExplanation {
         }
         seen.push(key.clone());
         if let Some(entry) = world.route(&key) {
-            routes.push(route_on_name(world, entry, name, &claims, &conflicts));
+            routes.push(route_on_name(world, entry, name, &settled));
         }
     }
     // Then every other route that asks for the name or has a finding about it.
@@ -261,12 +283,14 @@ pub fn explain_name<W: World>(world: &W, name: &str) -> NameExplanation {
         if seen.contains(id) || !concerns(world, entry, name) {
             continue;
         }
-        routes.push(route_on_name(world, entry, name, &claims, &conflicts));
+        routes.push(route_on_name(world, entry, name, &settled));
     }
-    let winner = claims
+    let winner = settled
+        .claims
         .iter()
-        .find(|(_, view)| view.result == "wins")
+        .find(|(_, view)| view.result == ClaimResult::Wins)
         .map(|(route, _)| route.clone());
+    let records = settled.records;
     let covered_by = if records.is_empty() {
         covering_wildcards(world, name)
     } else {
@@ -318,9 +342,8 @@ pub fn explain_route<W: World>(
     let mut route_names = Vec::with_capacity(names.len());
     let parents = parent_views(world, route);
     for dns_name in &names {
-        let (records, conflicts) = settle_name(world, dns_name);
-        let claims = claim_views(world, dns_name);
-        let on_name = route_on_name(world, entry, dns_name, &claims, &conflicts);
+        let settled = settled_name(world, dns_name);
+        let on_name = route_on_name(world, entry, dns_name, &settled);
         // A wildcard the listeners narrow to names of their own is told through those names.
         let narrowed = on_name.claims.is_empty()
             && !on_name.findings.iter().any(|f| f.hostname.is_some())
@@ -340,7 +363,7 @@ pub fn explain_route<W: World>(
             fate: on_name.fate,
             why: on_name.why,
             records: if on_name.fate == Fate::Published {
-                records
+                settled.records
             } else {
                 Vec::new()
             },
@@ -402,10 +425,10 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                 (Some((_, message)), Some(winner)) => {
                     let (_, key) = precedence_deciding(&winner, c);
                     let why = format!("{message}; {}", deciding_text(key, &winner, c));
-                    ("loses", Some(key.as_str()), why)
+                    (ClaimResult::Loses, Some(key), why)
                 }
                 // No winner: every claim is excluded.
-                (Some((_, message)), None) => ("excluded", None, message.clone()),
+                (Some((_, message)), None) => (ClaimResult::Excluded, None, message.clone()),
                 (None, Some(winner)) if is(&winner, c) => {
                     let why = match settlement.losers.first() {
                         None if ordered.len() == 1 => "the only claim on the name".to_owned(),
@@ -415,7 +438,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                             format!("keeps the name: {}", deciding_text(key, &winner, loser))
                         }
                     };
-                    ("wins", None, why)
+                    (ClaimResult::Wins, None, why)
                 }
                 (None, _) => {
                     let why = match first {
@@ -426,7 +449,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                         ),
                         None => "shares the name".to_owned(),
                     };
-                    ("shares", None, why)
+                    (ClaimResult::Shares, None, why)
                 }
             };
             (
@@ -485,13 +508,34 @@ fn deciding_text(key: PrecedenceKey, winner: &Claimant, loser: &Claimant) -> Str
     }
 }
 
+/// A name as the engine settles it: its records and the findings of settling it (conflicts),
+/// exactly as `check` and the sync loop get them, and every claim on it with how it fared.
+struct SettledName {
+    records: Vec<Record>,
+    findings: Vec<Violation>,
+    claims: Vec<(String, ClaimView)>,
+}
+
+fn settled_name<W: World>(world: &W, name: &str) -> SettledName {
+    let (records, findings) = settle_name(world, name);
+    SettledName {
+        records,
+        findings,
+        claims: claim_views(world, name),
+    }
+}
+
 fn route_on_name<W: World>(
     world: &W,
     entry: &RouteEntry,
     name: &str,
-    claims: &[(String, ClaimView)],
-    conflicts: &[Violation],
+    settled: &SettledName,
 ) -> RouteOnName {
+    let SettledName {
+        records,
+        findings: conflicts,
+        claims,
+    } = settled;
     let route = &*entry.route;
     let this = route_ref(route);
     let own_claims: Vec<ClaimView> = claims
@@ -530,9 +574,8 @@ fn route_on_name<W: World>(
                 .cloned(),
         )
         .collect();
-    let published = own_claims
-        .iter()
-        .any(|c| matches!(c.result, "wins" | "shares"));
+    // Published when the engine's records for the name come from this route.
+    let published = records.iter().any(|r| r.routes.contains(&this));
     if !published && findings.is_empty() {
         // Nothing names the name: what stops the whole route (its parents, its size) does.
         findings.extend(intrinsic.iter().filter(|f| f.hostname.is_none()).cloned());
@@ -552,7 +595,7 @@ fn route_on_name<W: World>(
     let narrowed = narrowed_to(&parents, name);
     let why = if let Some(claim) = own_claims
         .iter()
-        .find(|c| matches!(c.result, "wins" | "shares"))
+        .find(|c| matches!(c.result, ClaimResult::Wins | ClaimResult::Shares))
     {
         claim.why.clone()
     } else if let Some(claim) = own_claims.first() {

@@ -73,6 +73,7 @@ pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
 
 /// The key of [`precedence`] that orders two claims (the first that differs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub enum PrecedenceKey {
     /// The older route comes first (a route without a creationTimestamp counts as newest).
     CreationTimestamp,

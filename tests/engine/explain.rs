@@ -75,7 +75,7 @@ fn seed_story_names_the_winner_and_the_loser_with_their_reasons() {
     assert_eq!(b1.fate, Fate::Published);
     assert_eq!(b1.created.as_deref(), Some("2026-01-12T09:00:00Z"));
     assert_eq!(b1.claims.len(), 1);
-    assert_eq!(b1.claims[0].result, "wins");
+    assert_eq!(b1.claims[0].result.as_str(), "wins");
     assert_eq!(b1.claims[0].rank, 1);
     assert_eq!(b1.claims[0].gateway, "infra/gw1");
     assert_eq!(b1.claims[0].targets, ["203.0.113.10"]);
@@ -97,9 +97,12 @@ fn seed_story_names_the_winner_and_the_loser_with_their_reasons() {
 
     let b2 = route(&b, "HTTPRoute/apps/b2");
     assert_eq!(b2.fate, Fate::Denied);
-    assert_eq!(b2.claims[0].result, "loses");
+    assert_eq!(b2.claims[0].result.as_str(), "loses");
     assert_eq!(b2.claims[0].rank, 2);
-    assert_eq!(b2.claims[0].decided_by, Some("creationTimestamp"));
+    assert_eq!(
+        b2.claims[0].decided_by.map(|k| k.as_str()),
+        Some("creationTimestamp")
+    );
     assert_eq!(b2.claims[0].targets, ["203.0.113.20"]);
     assert_eq!(b2.findings.len(), 1, "{:?}", b2.findings);
     assert_eq!(b2.findings[0].reason, "HostnameConflict");
@@ -136,7 +139,7 @@ fn seed_story_shared_names_and_names_outside_the_listener() {
     let results: Vec<(&str, &str)> = a
         .routes
         .iter()
-        .map(|r| (r.route.as_str(), r.claims[0].result))
+        .map(|r| (r.route.as_str(), r.claims[0].result.as_str()))
         .collect();
     assert_eq!(
         results,
@@ -289,7 +292,10 @@ fn same_creation_time_is_decided_by_namespace_and_name_as_the_engine_orders() {
     assert_eq!(outcome.records[0].routes, ["HTTPRoute/apps/second"]);
     assert_eq!(x.winner.as_deref(), Some("HTTPRoute/apps/second"));
     let loser = route(&x, "HTTPRoute/shop/first");
-    assert_eq!(loser.claims[0].decided_by, Some("namespace"));
+    assert_eq!(
+        loser.claims[0].decided_by.map(|k| k.as_str()),
+        Some("namespace")
+    );
     assert!(
         loser.why.contains(
             "same creationTimestamp (2026-03-01T00:00:00Z), so namespace/name decides: \
@@ -311,7 +317,7 @@ fn exclude_leaves_the_name_to_nobody() {
     assert!(!b.resolves);
     assert_eq!(b.winner, None);
     for route in &b.routes {
-        assert_eq!(route.claims[0].result, "excluded", "{route:?}");
+        assert_eq!(route.claims[0].result.as_str(), "excluded", "{route:?}");
         assert!(route.why.contains("published nowhere"), "{}", route.why);
     }
 }
