@@ -416,3 +416,111 @@ fn names_are_read_as_the_engine_compares_them() {
     ));
     assert!(parse_name("203.0.113.10").is_err());
 }
+
+#[test]
+fn listeners_that_refuse_say_why_beside_those_that_take_the_route() {
+    let same_namespace_only = with(
+        listener("internal", "HTTP", None),
+        &["allowedRoutes", "namespaces", "from"],
+        json!("Same"),
+    );
+    let world = snapshot(
+        Config::default(),
+        &[
+            infra(),
+            apps(),
+            gateway(
+                "infra",
+                "mixed",
+                json!([same_namespace_only, listener("public", "HTTPS", None)]),
+                &[GW1],
+            ),
+            gateway(
+                "infra",
+                "closed",
+                json!([with(
+                    listener("only", "HTTP", None),
+                    &["allowedRoutes", "namespaces", "from"],
+                    json!("Same")
+                )]),
+                &[GW2],
+            ),
+            http_route(
+                "apps",
+                "web",
+                json!([parent("infra", "mixed"), parent("infra", "closed")]),
+                &["web.example.com"],
+            ),
+        ],
+    );
+    let web = explain_name(&world, "web.example.com");
+    assert_agrees_with_engine(&world, &web);
+    let route = route(&web, "HTTPRoute/apps/web");
+    assert_eq!(route.fate, Fate::Published);
+    let (mixed, closed) = (&route.parents[0], &route.parents[1]);
+    assert!(mixed.attached);
+    let listeners: Vec<(&str, bool, Option<&str>)> = mixed
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.accepted, l.refusal.as_deref()))
+        .collect();
+    assert_eq!(
+        listeners,
+        [
+            (
+                "internal",
+                false,
+                Some("listener internal does not allow routes from namespace apps")
+            ),
+            ("public", true, None),
+        ]
+    );
+    // Every listener of the other Gateway refuses: not attached, and the finding says why.
+    assert!(!closed.attached);
+    assert!(closed.listeners.is_empty());
+    assert_eq!(closed.field, "spec.parentRefs[1]");
+    assert_eq!(closed.findings.len(), 1);
+    assert_eq!(closed.findings[0].reason, "NotAllowedByListeners");
+    assert!(
+        closed.findings[0]
+            .message
+            .contains("listener only does not allow routes from namespace apps"),
+        "{:?}",
+        closed.findings[0]
+    );
+}
+
+#[test]
+fn a_route_through_a_listener_set_names_it_and_its_gateway() {
+    let gw = with(
+        simple_gateway("infra", "gw", Some("*.example.com"), &[GW1]),
+        &["spec", "allowedListeners", "namespaces", "from"],
+        json!("All"),
+    );
+    let world = snapshot(
+        Config::default(),
+        &[
+            infra(),
+            apps(),
+            gw,
+            listener_set("apps", "team", ("infra", "gw"), "team.example.org"),
+            http_route(
+                "apps",
+                "r",
+                json!([{"group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                        "name": "team", "namespace": "apps"}]),
+                &["team.example.org"],
+            ),
+        ],
+    );
+    let team = explain_name(&world, "team.example.org");
+    assert_agrees_with_engine(&world, &team);
+    assert!(team.resolves, "{team:#?}");
+    let route = route(&team, "HTTPRoute/apps/r");
+    let parent = &route.parents[0];
+    assert_eq!(parent.parent, "ListenerSet/apps/team");
+    assert_eq!(parent.gateway.as_deref(), Some("infra/gw"));
+    assert_eq!(parent.listener_set.as_deref(), Some("apps/team"));
+    assert_eq!(parent.listeners[0].hostnames, ["team.example.org"]);
+    assert_eq!(route.claims[0].listener_set.as_deref(), Some("apps/team"));
+}
