@@ -184,6 +184,50 @@ fn explain_names_the_winner_and_the_loser_of_the_seed_story() {
     assert_eq!(audit["routes"][1]["fate"], "dropped");
     assert_eq!(audit["routes"][1]["findings"][0]["action"], "audit");
 
+    // Files over the cluster, as if applied: b1 moves to another name, so b2 would keep it.
+    let dir = tempfile::tempdir().unwrap();
+    let moved = dir.path().join("b1.yaml");
+    std::fs::write(
+        &moved,
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {name: b1, namespace: apps}\n\
+         spec:\n  parentRefs: [{name: gw1, namespace: infra}]\n  hostnames: [old-b.example.com]\n",
+    )
+    .unwrap();
+    let moved = moved.to_str().unwrap();
+    let what_if = explain(
+        &[
+            "--kubeconfig",
+            identity,
+            "--manifests",
+            moved,
+            "--output",
+            "json",
+            "b.example.com",
+        ],
+        &[],
+    );
+    assert_eq!(what_if.code, 0, "{}{}", what_if.stdout, what_if.stderr);
+    let what_if = json(&what_if);
+    assert_eq!(what_if["winner"], "HTTPRoute/apps/b2");
+    assert_eq!(
+        what_if["records"][0]["targets"],
+        serde_json::json!(["203.0.113.20"])
+    );
+    // explain only reads: the live b1 still has the name.
+    let hostnames = cluster
+        .kubectl(&[
+            "get",
+            "httproute",
+            "b1",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.spec.hostnames}",
+        ])
+        .ok();
+    assert_eq!(hostnames.trim(), r#"["b.example.com"]"#);
+
     // A route the cluster does not have.
     let missing = explain(
         &["--kubeconfig", identity, "-n", "apps", "httproute/nope"],
