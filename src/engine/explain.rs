@@ -378,8 +378,18 @@ pub fn explain_route<W: World>(
             .iter()
             .map(|f| violation(world, route, f).into()),
     );
-    all_findings
-        .sort_by(|a, b| (&a.field, &a.reason, &a.message).cmp(&(&b.field, &b.reason, &b.message)));
+    // By field first, as a person reads the route; every field in the key, so equal findings
+    // are neighbours and go once.
+    let order = |f: &ExplainedFinding| {
+        (
+            f.field.clone(),
+            f.reason.clone(),
+            f.message.clone(),
+            f.hostname.clone(),
+            f.action.clone(),
+        )
+    };
+    all_findings.sort_by_key(order);
     all_findings.dedup();
     Ok(RouteExplanation {
         route: route_ref(route),
