@@ -369,8 +369,25 @@ fn name_text(out: &mut String, name: &NameExplanation) {
     // Writing into a String cannot fail.
     if !name.records.is_empty() {
         let _ = writeln!(out, "{n} resolves to {}.", records_in_words(&name.records));
-        if let Some(winner) = &name.winner {
-            let _ = writeln!(out, "The claim of {winner} keeps the name.");
+        let sharing: BTreeSet<&str> = name
+            .records
+            .iter()
+            .flat_map(|r| r.routes.iter().map(String::as_str))
+            .collect();
+        match &name.winner {
+            Some(winner) if sharing.len() > 1 => {
+                let others: Vec<&str> = sharing.iter().copied().filter(|r| r != winner).collect();
+                let verb = if others.len() == 1 { "shares" } else { "share" };
+                let _ = writeln!(
+                    out,
+                    "The claim of {winner} keeps the name; {} {verb} it (same targets).",
+                    others.join(", ")
+                );
+            }
+            Some(winner) => {
+                let _ = writeln!(out, "The claim of {winner} keeps the name.");
+            }
+            None => {}
         }
     } else if let Some(cover) = name.covered_by.first() {
         let _ = writeln!(

@@ -154,6 +154,12 @@ fn exit_status_says_whether_the_name_resolves_cleanly() {
         a.stdout
             .contains("HTTPRoute/apps/a2 (created 2026-01-11T09:00:00Z): published")
     );
+    assert!(
+        a.stdout.lines().any(|l| l
+            == "The claim of HTTPRoute/apps/a1 keeps the name; HTTPRoute/apps/a2 shares it (same targets)."),
+        "{}",
+        a.stdout
+    );
     let d = explain(&["d.example.com"]);
     assert_eq!(d.code, 1, "{}", d.stdout);
     assert!(
