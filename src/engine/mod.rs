@@ -3,6 +3,7 @@
 //! over a [`World`] they provide.
 
 pub mod attach;
+pub mod explain;
 pub mod hostname;
 pub mod ownership;
 pub mod selector;

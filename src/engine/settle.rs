@@ -69,19 +69,77 @@ pub fn route_ref(route: &Route) -> String {
 /// Oldest route first (creationTimestamp; objects without one count as newest), then
 /// namespace/name, then Gateway namespace/name: a total order, so a result never flaps.
 pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
+    precedence_deciding(a, b).0
+}
+
+/// The key of [`precedence`] that orders two claims (the first that differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PrecedenceKey {
+    /// The older route comes first (a route without a creationTimestamp counts as newest).
+    CreationTimestamp,
+    Namespace,
+    Name,
+    Kind,
+    Gateway,
+    ListenerSet,
+    /// The two claims are the same.
+    Equal,
+}
+
+impl PrecedenceKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrecedenceKey::CreationTimestamp => "creationTimestamp",
+            PrecedenceKey::Namespace => "namespace",
+            PrecedenceKey::Name => "name",
+            PrecedenceKey::Kind => "kind",
+            PrecedenceKey::Gateway => "gateway",
+            PrecedenceKey::ListenerSet => "listenerSet",
+            PrecedenceKey::Equal => "equal",
+        }
+    }
+}
+
+/// [`precedence`] with the key that decided it, so an explanation names the very comparison
+/// the sync loop makes.
+pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceKey) {
     let created = |c: &Claimant| (c.route.meta.created.is_none(), c.route.meta.created);
-    created(a)
-        .cmp(&created(b))
-        .then_with(|| a.route.meta.namespace.cmp(&b.route.meta.namespace))
-        .then_with(|| a.route.meta.name.cmp(&b.route.meta.name))
-        .then_with(|| a.route.kind.cmp(&b.route.kind))
-        .then_with(|| a.claim.origin.gateway.cmp(&b.claim.origin.gateway))
-        .then_with(|| {
+    // Compared lazily, key by key: the webhook sorts incumbents on every review.
+    let decided = |order: Ordering, key| order.is_ne().then_some((order, key));
+    decided(
+        created(a).cmp(&created(b)),
+        PrecedenceKey::CreationTimestamp,
+    )
+    .or_else(|| {
+        decided(
+            a.route.meta.namespace.cmp(&b.route.meta.namespace),
+            PrecedenceKey::Namespace,
+        )
+    })
+    .or_else(|| {
+        decided(
+            a.route.meta.name.cmp(&b.route.meta.name),
+            PrecedenceKey::Name,
+        )
+    })
+    .or_else(|| decided(a.route.kind.cmp(&b.route.kind), PrecedenceKey::Kind))
+    .or_else(|| {
+        decided(
+            a.claim.origin.gateway.cmp(&b.claim.origin.gateway),
+            PrecedenceKey::Gateway,
+        )
+    })
+    .or_else(|| {
+        decided(
             a.claim
                 .origin
                 .listener_set
-                .cmp(&b.claim.origin.listener_set)
-        })
+                .cmp(&b.claim.origin.listener_set),
+            PrecedenceKey::ListenerSet,
+        )
+    })
+    .unwrap_or((Ordering::Equal, PrecedenceKey::Equal))
 }
 
 /// Every claim on `name`, in precedence order.

@@ -7,6 +7,7 @@ mod support;
 
 mod api;
 mod check;
+mod explain;
 mod faults;
 mod findings;
 mod helm;

@@ -11,6 +11,7 @@ mod dns_bind;
 mod dns_embedded;
 mod dns_pdns;
 mod dns_secondary;
+mod explain;
 mod helm;
 mod install;
 mod kube_faults;

@@ -994,10 +994,13 @@ fn external_dns_names_are_hidden_aliases() {
         "--log-format",
         "json",
     ]);
-    assert_eq!(serve.zones, ["example.com", "example.org"]);
+    assert_eq!(serve.provider_flags.zones, ["example.com", "example.org"]);
     assert_eq!(serve.engine.route_selector.as_deref(), Some("team=a"));
-    assert_eq!(serve.rfc2136_host.as_deref(), Some("bind.dns.svc"));
-    assert_eq!(serve.rfc2136_port, Some(5353));
+    assert_eq!(
+        serve.provider_flags.rfc2136_host.as_deref(),
+        Some("bind.dns.svc")
+    );
+    assert_eq!(serve.provider_flags.rfc2136_port, Some(5353));
     assert_eq!(serve.metrics_listen, Some("0.0.0.0:7979".parse().unwrap()));
     assert_eq!(serve.engine.namespace.as_deref(), Some("apps"));
     assert_eq!(serve.log_level, "warn");

@@ -8,6 +8,7 @@ mod attachment;
 mod cli;
 mod conformance;
 mod decoders;
+mod explain;
 mod extdns;
 mod index;
 mod layers;
