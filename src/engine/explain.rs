@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::attach::{ParentVerdict, parent_verdicts, requested_names};
 use super::hostname::intersect;
+use super::ownership::take_from_other_namespaces;
 use super::settle::{
     Claimant, PrecedenceKey, Record, claimants, precedence_deciding, route_ref, settle,
     settle_name, violation,
@@ -145,6 +146,9 @@ pub enum ClaimResult {
     Loses,
     /// `--conflict-resolution exclude`: nobody keeps a contested name.
     Excluded,
+    /// `--hostname-ownership namespace`: the name belongs to another namespace, which does not
+    /// share it with this route's; the claim takes no part in the settlement.
+    OwnedElsewhere,
 }
 
 impl ClaimResult {
@@ -154,6 +158,7 @@ impl ClaimResult {
             ClaimResult::Shares => "shares",
             ClaimResult::Loses => "loses",
             ClaimResult::Excluded => "excluded",
+            ClaimResult::OwnedElsewhere => "owned elsewhere",
         }
     }
 }
@@ -421,7 +426,11 @@ fn same_name(written: &str, name: &str) -> bool {
 /// Every claim on `name` in the engine's order, each with how it fared: (route, view).
 fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
     let ordered = claimants(world, name);
-    let settlement = settle(world.config(), name, ordered.clone());
+    // As the engine settles: claims from namespaces that may not have the name leave first.
+    let mut contenders = ordered.clone();
+    let taken = take_from_other_namespaces(world, name, &mut contenders);
+    let contender_count = contenders.len();
+    let settlement = settle(world.config(), name, contenders);
     let first = settlement.winners.first().copied();
     let is = |a: &Claimant, b: &Claimant| {
         std::ptr::eq(a.route, b.route) && std::ptr::eq(a.claim, b.claim)
@@ -431,7 +440,12 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
         .enumerate()
         .map(|(i, c)| {
             let loss = settlement.losers.iter().find(|(l, _)| is(l, c));
+            let owned_elsewhere = taken.iter().find(|(t, _)| is(t, c));
             let (result, decided_by, why) = match (loss, first) {
+                _ if owned_elsewhere.is_some() => {
+                    let why = owned_elsewhere.map(|(_, m)| m.clone()).unwrap_or_default();
+                    (ClaimResult::OwnedElsewhere, None, why)
+                }
                 (Some((_, message)), Some(winner)) => {
                     let (_, key) = precedence_deciding(&winner, c);
                     let why = format!("{message}; {}", deciding_text(key, &winner, c));
@@ -442,6 +456,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                 (None, Some(winner)) if is(&winner, c) => {
                     let why = match settlement.losers.first() {
                         None if ordered.len() == 1 => "the only claim on the name".to_owned(),
+                        None if contender_count == 1 => "the only claim from the namespace that owns the name".to_owned(),
                         None => "first claim in the engine's order; every claim on the name has the same targets, so they share it".to_owned(),
                         Some((loser, _)) => {
                             let (_, key) = precedence_deciding(&winner, loser);

@@ -675,3 +675,68 @@ fn an_index_that_follows_namespace_changes_settles_as_a_fresh_one() {
     assert_eq!(index.read(settle_all), fresh);
     assert_eq!(fresh.records.len(), 1);
 }
+
+/// `explain` tells the story the engine settles: the other namespace's claim takes no part
+/// (owned elsewhere, with the ownership message), and the owner keeps the name alone.
+#[test]
+fn explain_shows_a_claim_owned_by_another_namespace_as_out_of_the_settlement() {
+    use gateway_dns::engine::explain::{ClaimResult, Fate, explain_name};
+    let objects = world(&[
+        team("team-a"),
+        team("team-b"),
+        route_at(
+            "team-b",
+            "late",
+            &["shop.example.com"],
+            "2025-02-01T00:00:00Z",
+        ),
+        route_at(
+            "team-a",
+            "site",
+            &["shop.example.com"],
+            "2025-01-01T00:00:00Z",
+        ),
+    ]);
+    let world = snapshot(owned(), &objects);
+    let explained = explain_name(&world, "shop.example.com");
+    assert_eq!(explained.winner.as_deref(), Some("HTTPRoute/team-a/site"));
+    let route = |name: &str| {
+        explained
+            .routes
+            .iter()
+            .find(|r| r.route == name)
+            .unwrap_or_else(|| panic!("{name} in {explained:#?}"))
+    };
+    let owner = route("HTTPRoute/team-a/site");
+    assert_eq!(owner.fate, Fate::Published);
+    assert_eq!(owner.claims[0].result, ClaimResult::Wins);
+    assert_eq!(
+        owner.claims[0].why,
+        "the only claim from the namespace that owns the name"
+    );
+    let other = route("HTTPRoute/team-b/late");
+    assert_eq!(other.fate, Fate::Denied);
+    assert_eq!(other.claims[0].result, ClaimResult::OwnedElsewhere);
+    assert!(
+        other.claims[0].why.contains("belongs to namespace team-a"),
+        "{:?}",
+        other.claims[0].why
+    );
+    assert!(
+        other
+            .findings
+            .iter()
+            .any(|f| f.reason == "HostnameOwnedByOtherNamespace" && f.action == "deny"),
+        "{:#?}",
+        other.findings
+    );
+    // Off, the same world shares the name and explain says so.
+    let off = snapshot(Config::default(), &objects);
+    let explained = explain_name(&off, "shop.example.com");
+    let other = explained
+        .routes
+        .iter()
+        .find(|r| r.route == "HTTPRoute/team-b/late")
+        .map(|r| r.claims[0].result);
+    assert_eq!(other, Some(ClaimResult::Shares));
+}
