@@ -192,5 +192,45 @@ async fn a_teams_name_stays_its_own_through_kubectl() {
             Duration::from_secs(20),
         )
         .await;
+
+    // Only Namespace updates that change a hostname annotation reach the webhook (its
+    // matchConditions): a label, or another tool's annotation, is never sent to it.
+    let reviewed = || async {
+        serve
+            .metric("gateway_dns_admission_requests_total{outcome=\"allowed\"}")
+            .await
+            .unwrap_or_default()
+    };
+    let before = reviewed().await;
+    for change in [
+        &["label", "namespace", "team-b", "team=b"][..],
+        &[
+            "annotate",
+            "namespace",
+            "team-b",
+            "example.com/owner=someone",
+        ][..],
+    ] {
+        let run = cluster.kubectl(change);
+        assert!(run.success && warnings(&run).is_empty(), "{run:?}");
+    }
+    assert_eq!(
+        reviewed().await,
+        before,
+        "other Namespace changes were sent"
+    );
+    let narrower = cluster.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "namespace",
+        "team-b",
+        "gateway-dns.io/allowed-hostnames=*.b.example.com,extra.example.com",
+    ]);
+    assert!(narrower.success, "{narrower:?}");
+    assert_eq!(
+        reviewed().await,
+        before + 1.0,
+        "the annotation change was reviewed"
+    );
     serve.assert_running();
 }
