@@ -14,7 +14,11 @@ use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
 use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
-use crate::engine::settle::settle_all;
+use crate::engine::World;
+use crate::engine::settle::{route_ref, settle_all};
+use crate::feedback::ObjectRef;
+use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
+use crate::feedback::limit::Limits;
 use crate::findings::FindingsReport;
 use crate::index::{Index, Snapshot};
 use crate::leader::{LeaderConfig, LeaderElection};
@@ -48,12 +52,23 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());
     process.report_findings(source.synced.clone());
+    let feedback = !args.once && (args.kubernetes_events || args.policy_reports);
+    // One election for every cluster writer: DNS, Events and PolicyReports.
+    let leader = match &source.cluster {
+        Some((client, _)) if args.leader_election && (args.sync || feedback) => {
+            Some(start_leader_election(&args, client, &mut process)?)
+        }
+        _ => None,
+    };
     if args.sync {
-        let syncer = build_syncer(&args, &source, &mut process).await?;
+        let syncer = build_syncer(&args, &source, leader.clone(), &mut process).await?;
         if args.once {
             return run_once(syncer, source.synced, args.dry_run).await;
         }
         process.spawn_sync(syncer, source.synced.clone());
+    }
+    if feedback && let Some((client, cluster_source)) = &source.cluster {
+        process.spawn_feedback(&args, client, cluster_source, leader, source.synced.clone());
     }
     if args.webhook {
         start_webhook(&args, &mut process).await?;
@@ -147,6 +162,77 @@ impl Process {
                 .context("reporting the findings")?;
                 if changes.changed().await.is_err() {
                     return Ok(());
+                }
+                tokio::time::sleep(GAUGE_REFRESH).await;
+            }
+        });
+    }
+
+    /// Events and PolicyReports follow the index's settled outcome, written only while this
+    /// replica holds the Lease (or, without an election, always), at most once per
+    /// [`GAUGE_REFRESH`] after a change.
+    fn spawn_feedback(
+        &mut self,
+        args: &ServeArgs,
+        client: &::kube::Client,
+        cluster_source: &Arc<kube::KubeSource>,
+        mut leader: Option<watch::Receiver<bool>>,
+        mut synced: watch::Receiver<bool>,
+    ) {
+        let watched = cluster_source.clone();
+        let served: ServedVersion = Arc::new(move |kind| {
+            watched
+                .status()
+                .into_iter()
+                .find(|status| status.kind == kind)
+                .and_then(|status| status.version)
+        });
+        let config = FeedbackConfig {
+            events: args.kubernetes_events,
+            policy_reports: args.policy_reports,
+            instance: pod_identity(),
+            limits: Limits::default(),
+        };
+        tracing::info!(events = config.events, policy_reports = config.policy_reports, instance = %config.instance, "feedback to the cluster configured");
+        let mut feedback = ClusterFeedback::new(client.clone(), served, config);
+        let (index, with_routes) = (self.index.clone(), args.policy_reports);
+        self.tasks.spawn(async move {
+            wait_synced(&mut synced).await?;
+            let mut changes = index.subscribe();
+            loop {
+                changes.borrow_and_update();
+                let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+                let current = index.clone();
+                let (outcome, routes) = tokio::task::spawn_blocking(move || {
+                    let routes = match with_routes {
+                        true => current.read(|snapshot| {
+                            snapshot
+                                .routes()
+                                .filter_map(|(_, entry)| ObjectRef::parse(&route_ref(&entry.route)))
+                                .collect()
+                        }),
+                        false => Vec::new(),
+                    };
+                    (current.settled(), routes)
+                })
+                .await
+                .context("reading the findings for Events and PolicyReports")?;
+                feedback
+                    .update(&index.config(), &outcome, routes, leading)
+                    .await;
+                let leadership_changed = async {
+                    match leader.as_mut() {
+                        Some(l) => l.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() {
+                        return Ok(());
+                    },
+                    alive = leadership_changed => if !alive {
+                        return Ok(());
+                    },
                 }
                 tokio::time::sleep(GAUGE_REFRESH).await;
             }
@@ -252,6 +338,7 @@ async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result
 async fn build_syncer(
     args: &ServeArgs,
     source: &Source,
+    leader: Option<watch::Receiver<bool>>,
     process: &mut Process,
 ) -> Result<Arc<Syncer>> {
     let zones = zones_for(args, source.initial.as_ref())?;
@@ -268,16 +355,21 @@ async fn build_syncer(
         process.metrics.clone(),
     );
     // Without an election this replica is the only writer: it counts as the leader.
-    process.metrics.set_leader(true);
-    if let Some((client, cluster_source)) = &source.cluster {
-        let leader = match args.leader_election {
-            true => Some(start_leader_election(args, client, process)?),
-            false => None,
-        };
+    if leader.is_none() {
+        process.metrics.set_leader(true);
+    }
+    if let Some((_, cluster_source)) = &source.cluster {
         syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
     Ok(Arc::new(syncer))
+}
+
+/// This replica's name: the Lease holder identity and the Events' `reportingInstance`.
+fn pod_identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()))
 }
 
 /// Campaigns for the Lease for the life of the process; the receiver says whether we hold it.
@@ -286,9 +378,7 @@ fn start_leader_election(
     client: &::kube::Client,
     process: &mut Process,
 ) -> Result<watch::Receiver<bool>> {
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()));
+    let identity = pod_identity();
     let leader_config =
         LeaderConfig::new(&args.leader_election_namespace, &args.lease_name, &identity);
     let election =

@@ -8,6 +8,7 @@ mod support;
 mod api;
 mod check;
 mod faults;
+mod feedback;
 mod findings;
 mod helm;
 mod leader;
