@@ -5,20 +5,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
+use crate::dns::{Changes, Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
 use crate::engine::Config;
 use crate::engine::World;
 use crate::engine::settle::{route_ref, settle_all};
-use crate::feedback::ObjectRef;
 use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
 use crate::feedback::limit::Limits;
+use crate::feedback::{AppliedRecord, ObjectRef};
 use crate::findings::FindingsReport;
 use crate::index::{Index, Snapshot};
 use crate::leader::{LeaderConfig, LeaderElection};
@@ -60,15 +60,28 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         }
         _ => None,
     };
+    // What the sync loop writes, for the DNSRecordPublished/Removed Events.
+    let (applied_tx, applied_rx) = mpsc::channel(APPLIED_BACKLOG);
+    let feedback = feedback && source.cluster.is_some();
     if args.sync {
-        let syncer = build_syncer(&args, &source, leader.clone(), &mut process).await?;
+        let mut syncer = build_syncer(&args, &source, leader.clone(), &mut process).await?;
         if args.once {
-            return run_once(syncer, source.synced, args.dry_run).await;
+            return run_once(Arc::new(syncer), source.synced, args.dry_run).await;
         }
-        process.spawn_sync(syncer, source.synced.clone());
+        if feedback {
+            syncer = syncer.with_applied_observer(applied_tx);
+        }
+        process.spawn_sync(Arc::new(syncer), source.synced.clone());
     }
     if feedback && let Some((client, cluster_source)) = &source.cluster {
-        process.spawn_feedback(&args, client, cluster_source, leader, source.synced.clone());
+        process.spawn_feedback(
+            &args,
+            client,
+            cluster_source,
+            leader,
+            applied_rx,
+            source.synced.clone(),
+        );
     }
     if args.webhook {
         start_webhook(&args, &mut process).await?;
@@ -177,6 +190,7 @@ impl Process {
         client: &::kube::Client,
         cluster_source: &Arc<kube::KubeSource>,
         mut leader: Option<watch::Receiver<bool>>,
+        applied: mpsc::Receiver<Changes>,
         mut synced: watch::Receiver<bool>,
     ) {
         let watched = cluster_source.clone();
@@ -197,6 +211,7 @@ impl Process {
         let mut feedback = ClusterFeedback::new(client.clone(), served, config);
         let (index, with_routes) = (self.index.clone(), args.policy_reports);
         self.tasks.spawn(async move {
+            let mut applied = Some(applied);
             wait_synced(&mut synced).await?;
             let mut changes = index.subscribe();
             loop {
@@ -220,19 +235,41 @@ impl Process {
                 feedback
                     .update(&index.config(), &outcome, routes, leading)
                     .await;
-                let leadership_changed = async {
-                    match leader.as_mut() {
-                        Some(l) => l.changed().await.is_ok(),
-                        None => std::future::pending().await,
+                // Until the index or the leadership changes, tell what the sync loop writes.
+                loop {
+                    let leadership_changed = async {
+                        match leader.as_mut() {
+                            Some(l) => l.changed().await.is_ok(),
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let written = async {
+                        match applied.as_mut() {
+                            Some(applied) => applied.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        changed = changes.changed() => match changed {
+                            Ok(()) => break,
+                            Err(_) => return Ok(()),
+                        },
+                        alive = leadership_changed => match alive {
+                            true => break,
+                            false => return Ok(()),
+                        },
+                        written = written => match written {
+                            Some(written) => {
+                                let current = index.clone();
+                                let outcome = tokio::task::spawn_blocking(move || current.settled())
+                                    .await
+                                    .context("reading the records the sync loop wrote")?;
+                                feedback.applied(&applied_records(&written), &outcome).await;
+                            }
+                            // No sync loop (or it ended): nothing more to tell.
+                            None => applied = None,
+                        },
                     }
-                };
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() {
-                        return Ok(());
-                    },
-                    alive = leadership_changed => if !alive {
-                        return Ok(());
-                    },
                 }
                 tokio::time::sleep(GAUGE_REFRESH).await;
             }
@@ -340,7 +377,7 @@ async fn build_syncer(
     source: &Source,
     leader: Option<watch::Receiver<bool>>,
     process: &mut Process,
-) -> Result<Arc<Syncer>> {
+) -> Result<Syncer> {
     let zones = zones_for(args, source.initial.as_ref())?;
     let provider = provider_for(args, &zones).await?;
     let mut sync_config = SyncConfig::new(args.txt_owner_id.clone(), zones.clone());
@@ -362,7 +399,23 @@ async fn build_syncer(
         syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
-    Ok(Arc::new(syncer))
+    Ok(syncer)
+}
+
+/// The sync loop's writes as the feedback module reads them.
+fn applied_records(changes: &Changes) -> Vec<AppliedRecord> {
+    let written = changes.create.iter().chain(&changes.update);
+    written
+        .map(|endpoint| (endpoint, false))
+        .chain(changes.delete.iter().map(|endpoint| (endpoint, true)))
+        .map(|(endpoint, removed)| AppliedRecord {
+            dns_name: canonical(&endpoint.dns_name).into_owned(),
+            record_type: endpoint.record_type,
+            targets: endpoint.targets.iter().cloned().collect(),
+            removed,
+            resource: endpoint.resource.clone(),
+        })
+        .collect()
 }
 
 /// This replica's name: the Lease holder identity and the Events' `reportingInstance`.
@@ -487,6 +540,9 @@ async fn start_metrics_listener(
     });
     Ok(())
 }
+
+/// Sync passes whose writes may wait to be told as Events; more are dropped (best effort).
+const APPLIED_BACKLOG: usize = 16;
 
 /// How often the write gate looks at the source's health between leadership changes.
 const GATE_POLL: Duration = Duration::from_millis(250);

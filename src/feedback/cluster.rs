@@ -19,8 +19,8 @@ use tracing::{debug, info, warn};
 
 use super::limit::{Limits, Occurrence, RateLimiter, SERIES_WINDOW, SeriesCache};
 use super::{
-    CONTROLLER, EventIntent, ObjectRef, POLICY, ReportContent, Summary, events_for, report_changes,
-    reports_for,
+    AppliedRecord, CONTROLLER, EventIntent, ObjectRef, POLICY, RecordRoutes, ReportContent,
+    Summary, events_for, record_events, remember_routes, report_changes, reports_for,
 };
 use crate::engine::{Config, Outcome, Violation};
 use crate::model::ObjectKind;
@@ -31,8 +31,6 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "gateway-d
 const FIELD_MANAGER: &str = "gateway-dns";
 /// The Events API caps `note` at 1 kB.
 const NOTE_LIMIT: usize = 1024;
-/// `action` of finding Events.
-const FINDING_ACTION: &str = "Evaluate";
 
 /// Which version of a kind the cluster serves now (the cluster source's discovery).
 pub type ServedVersion = Arc<dyn Fn(ObjectKind) -> Option<&'static str> + Send + Sync>;
@@ -64,6 +62,8 @@ pub struct ClusterFeedback {
     /// The reports as last written (route → report name, results); None until read back from
     /// the cluster after becoming the leader.
     reports: Option<BTreeMap<ObjectRef, (String, ReportContent)>>,
+    /// The routes of the records seen, for the Events of records the sync loop removes.
+    record_routes: RecordRoutes,
     /// Events dropped by the rate limits since the start.
     pub rate_limited: u64,
 }
@@ -78,6 +78,7 @@ impl ClusterFeedback {
             config,
             announced: None,
             reports: None,
+            record_routes: RecordRoutes::new(),
             rate_limited: 0,
         }
     }
@@ -90,6 +91,7 @@ impl ClusterFeedback {
         routes: Vec<ObjectRef>,
         leader: bool,
     ) {
+        remember_routes(&mut self.record_routes, outcome);
         if !leader {
             self.announced = None;
             self.reports = None;
@@ -105,6 +107,18 @@ impl ClusterFeedback {
         if self.config.policy_reports {
             let wanted = reports_for(cfg, routes, &outcome.violations);
             self.sync_reports(wanted).await;
+        }
+    }
+
+    /// Tells the routes of the records the sync loop wrote or deleted (Normal Events). The sync
+    /// loop writes only as the Lease holder, so this is only called then.
+    pub async fn applied(&mut self, records: &[AppliedRecord], outcome: &Outcome) {
+        remember_routes(&mut self.record_routes, outcome);
+        if !self.config.events {
+            return;
+        }
+        for intent in record_events(records, &mut self.record_routes) {
+            self.emit(intent).await;
         }
     }
 
@@ -149,7 +163,7 @@ impl ClusterFeedback {
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
-            action: Some(FINDING_ACTION.to_string()),
+            action: Some(key.intent.action.to_string()),
             reason: Some(key.intent.reason.clone()),
             note: Some(truncate(&key.intent.note, NOTE_LIMIT).to_string()),
             type_: Some(key.intent.event_type.as_str().to_string()),

@@ -11,8 +11,8 @@ pub mod limit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::engine::{Action, Config, Mode, Violation};
-use crate::model::ObjectKind;
+use crate::engine::{Action, Config, Mode, Outcome, Violation};
+use crate::model::{ObjectKind, RecordType};
 
 /// `reportingController` of every Event, and the `source` and `policy` of every report result.
 pub const CONTROLLER: &str = "gateway-dns.io/gateway-dns";
@@ -44,6 +44,16 @@ impl ObjectRef {
             name: name.to_string(),
         })
     }
+
+    /// Reads external-dns's `kind/namespace/name` resource form (kind in lower case), as an
+    /// ownership record names its route.
+    pub fn parse_resource(resource: &str) -> Option<ObjectRef> {
+        let (kind, rest) = resource.split_once('/')?;
+        let kind = ObjectKind::ROUTES
+            .into_iter()
+            .find(|k| k.kind().eq_ignore_ascii_case(kind))?;
+        ObjectRef::parse(&format!("{}/{rest}", kind.kind()))
+    }
 }
 
 impl fmt::Display for ObjectRef {
@@ -73,8 +83,98 @@ impl EventType {
 pub struct EventIntent {
     pub regarding: ObjectRef,
     pub event_type: EventType,
+    /// What was done: `Evaluate` for findings, `Publish`/`Remove` for DNS records.
+    pub action: &'static str,
     pub reason: String,
     pub note: String,
+}
+
+/// `action` of finding Events.
+pub const FINDING_ACTION: &str = "Evaluate";
+/// `reason` of the Normal Event on each route whose record the sync loop wrote.
+pub const PUBLISHED: &str = "DNSRecordPublished";
+/// `reason` of the Normal Event on each route whose record the sync loop deleted.
+pub const REMOVED: &str = "DNSRecordRemoved";
+
+/// A record set the sync loop wrote (created or updated) or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedRecord {
+    pub dns_name: String,
+    pub record_type: RecordType,
+    pub targets: Vec<String>,
+    pub removed: bool,
+    /// The route its ownership record names (`httproute/namespace/name`), if any.
+    pub resource: Option<String>,
+}
+
+/// The routes of each record set, as the outcomes seen so far had them: a removed record is
+/// no longer in the current outcome, but its routes are told.
+pub type RecordRoutes = BTreeMap<(String, RecordType), Vec<String>>;
+
+/// Remembers the routes of every record of `outcome` (entries of records since gone are kept
+/// until their removal is told, or until the map grows well past the outcome).
+pub fn remember_routes(known: &mut RecordRoutes, outcome: &Outcome) {
+    if known.len() > 2 * outcome.records.len() + 1024 {
+        known.clear();
+    }
+    for record in &outcome.records {
+        known.insert(
+            (record.dns_name.clone(), record.record_type),
+            record.routes.clone(),
+        );
+    }
+}
+
+/// Normal Events for what the sync loop wrote: `DNSRecordPublished` on every route of a record
+/// written, `DNSRecordRemoved` on every route a deleted record had. Ownership TXT records are
+/// bookkeeping and tell nothing.
+pub fn record_events(applied: &[AppliedRecord], known: &mut RecordRoutes) -> Vec<EventIntent> {
+    let mut intents = Vec::new();
+    for record in applied.iter().filter(|r| r.record_type != RecordType::TXT) {
+        let key = (record.dns_name.clone(), record.record_type);
+        let routes: Vec<ObjectRef> = match known.get(&key) {
+            Some(routes) => routes.iter().filter_map(|r| ObjectRef::parse(r)).collect(),
+            None => record
+                .resource
+                .as_deref()
+                .and_then(ObjectRef::parse_resource)
+                .into_iter()
+                .collect(),
+        };
+        let (reason, action, note) = if record.removed {
+            known.remove(&key);
+            (
+                REMOVED,
+                "Remove",
+                format!(
+                    "DNS record {} {} removed",
+                    record.dns_name,
+                    record.record_type.as_str()
+                ),
+            )
+        } else {
+            (
+                PUBLISHED,
+                "Publish",
+                format!(
+                    "DNS record {} {} {} published",
+                    record.dns_name,
+                    record.record_type.as_str(),
+                    record.targets.join(",")
+                ),
+            )
+        };
+        intents.extend(routes.into_iter().map(|regarding| EventIntent {
+            regarding,
+            event_type: EventType::Normal,
+            action,
+            reason: reason.to_string(),
+            note: note.clone(),
+        }));
+    }
+    intents.sort();
+    intents.dedup();
+    intents
 }
 
 /// The Events for findings that appeared since `previous` (every finding when there is no
@@ -91,6 +191,7 @@ pub fn events_for(
             Some(EventIntent {
                 regarding: ObjectRef::parse(&v.object)?,
                 event_type: EventType::Warning,
+                action: FINDING_ACTION,
                 reason: v.reason.as_str().to_string(),
                 note: v.message.clone(),
             })
@@ -301,6 +402,7 @@ mod tests {
             vec![EventIntent {
                 regarding: route("team-b", "web"),
                 event_type: EventType::Warning,
+                action: FINDING_ACTION,
                 reason: "HostnameConflict".to_string(),
                 note: "app.example.com is already served".to_string(),
             }]
@@ -316,6 +418,94 @@ mod tests {
         // Gone, then back: emitted again (the writer makes that a series).
         assert!(events_for(Some(&seen), &[]).is_empty());
         assert_eq!(events_for(Some(&BTreeSet::new()), &[conflict]).len(), 1);
+    }
+
+    fn applied(name: &str, record_type: RecordType, removed: bool) -> AppliedRecord {
+        AppliedRecord {
+            dns_name: name.to_string(),
+            record_type,
+            targets: vec!["203.0.113.10".to_string()],
+            removed,
+            resource: Some("httproute/team-a/web".to_string()),
+        }
+    }
+
+    #[test]
+    fn written_records_tell_every_route_and_removed_ones_the_routes_they_had() {
+        let record = crate::engine::Record {
+            dns_name: "app.example.com".to_string(),
+            record_type: RecordType::A,
+            targets: vec!["203.0.113.10".to_string()],
+            ttl: None,
+            gateways: vec!["infra/public".to_string()],
+            routes: vec![
+                "HTTPRoute/team-a/web".to_string(),
+                "HTTPRoute/team-c/web".to_string(),
+            ],
+        };
+        let mut known = RecordRoutes::new();
+        remember_routes(
+            &mut known,
+            &Outcome {
+                records: vec![record],
+                violations: vec![],
+            },
+        );
+        let published = record_events(
+            &[
+                applied("app.example.com", RecordType::A, false),
+                // Ownership records tell nothing.
+                applied("a-app.example.com", RecordType::TXT, false),
+            ],
+            &mut known,
+        );
+        let told: Vec<(String, &str, &str)> = published
+            .iter()
+            .map(|e| (e.regarding.to_string(), e.reason.as_str(), e.note.as_str()))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (
+                    "HTTPRoute/team-a/web".to_string(),
+                    PUBLISHED,
+                    "DNS record app.example.com A 203.0.113.10 published"
+                ),
+                (
+                    "HTTPRoute/team-c/web".to_string(),
+                    PUBLISHED,
+                    "DNS record app.example.com A 203.0.113.10 published"
+                ),
+            ]
+        );
+        assert!(published.iter().all(|e| e.event_type == EventType::Normal));
+
+        // The record leaves the outcome, then the sync loop deletes it: both routes are told.
+        remember_routes(&mut known, &Outcome::default());
+        let removed = record_events(
+            &[applied("app.example.com", RecordType::A, true)],
+            &mut known,
+        );
+        assert_eq!(removed.len(), 2);
+        assert!(
+            removed
+                .iter()
+                .all(|e| e.reason == REMOVED && e.action == "Remove")
+        );
+        assert!(known.is_empty(), "told once");
+        // A record never seen in an outcome (written before a restart): its ownership record
+        // names the route.
+        let orphan = record_events(
+            &[applied("old.example.com", RecordType::A, true)],
+            &mut known,
+        );
+        assert_eq!(orphan.len(), 1);
+        assert_eq!(orphan[0].regarding.to_string(), "HTTPRoute/team-a/web");
+        assert_eq!(
+            ObjectRef::parse_resource("grpcroute/ns/api").map(|r| r.kind),
+            Some(ObjectKind::GRPCRoute)
+        );
+        assert_eq!(ObjectRef::parse_resource("gateway/ns/x"), None);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! audit mode leaves a Warning Event on the losing route that `kubectl describe` shows, and a
 //! PolicyReport (`--policy-reports`, with the RBAC of manifests/components/policy-reports) that
 //! reads `fail`, back to `pass` after the fix; the conflict coming back updates the Event's series
-//! instead of creating another; the report of a deleted route is deleted. Of two replicas only
+//! instead of creating another; the report of a deleted route is deleted. The sync loop's writes
+//! leave Normal `DNSRecordPublished` and `DNSRecordRemoved` Events on the routes concerned. Of two replicas only
 //! the Lease holder emits Events, until the other takes the Lease over.
 
 use std::time::{Duration, Instant};
@@ -146,6 +147,17 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
     });
     assert_eq!(results(&team_a), [(String::new(), "pass".to_string())]);
     assert_eq!(team_a["summary"]["pass"], 1);
+    // And a Normal Event once the sync loop has published its name.
+    let published = wait_for("team A's DNSRecordPublished", limit, &serve, || {
+        events(&cluster, "team-a", "web", "DNSRecordPublished")
+            .into_iter()
+            .next()
+    });
+    assert_eq!(published["type"], "Normal");
+    assert_eq!(
+        published["note"],
+        "DNS record app.example.com A 203.0.113.10 published"
+    );
 
     // Team B, in audit mode, gets its conflicting claim in.
     cluster
@@ -230,6 +242,19 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
     });
     assert_eq!(results(&passing), [(String::new(), "pass".to_string())]);
     assert_eq!(passing["summary"]["fail"], 0);
+    serve
+        .wait_answer(
+            "web.team-b.example.com",
+            "A",
+            &["198.51.100.20"],
+            Duration::from_secs(20),
+        )
+        .await;
+    wait_for("team B's DNSRecordPublished", limit, &serve, || {
+        events(&cluster, "team-b", "web", "DNSRecordPublished")
+            .into_iter()
+            .find(|e| e["note"] == "DNS record web.team-b.example.com A 198.51.100.20 published")
+    });
 
     // The conflict comes back: the same Event counts it (series), no second Event.
     cluster.apply(&fixture("team-b.yaml"), &[]).ok();
@@ -248,6 +273,12 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
         1,
         "a repeat is a series, not a new Event"
     );
+    // Its own name, no longer claimed, is deleted from DNS and the route is told.
+    wait_for("team B's DNSRecordRemoved", limit, &serve, || {
+        events(&cluster, "team-b", "web", "DNSRecordRemoved")
+            .into_iter()
+            .find(|e| e["note"] == "DNS record web.team-b.example.com A removed")
+    });
 
     // The route deleted: its report goes too (this API server runs no garbage collector).
     cluster
