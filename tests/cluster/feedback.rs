@@ -203,7 +203,8 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
     assert!(
         events_section.contains("Warning")
             && events_section.contains("HostnameConflict")
-            && events_section.contains("app.example.com is already served"),
+            && events_section.contains("app.example.com is already served")
+            && events_section.contains(CONTROLLER),
         "kubectl describe does not show the event:\n{describe}"
     );
 
@@ -288,6 +289,17 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
         report(&cluster, "team-b", "web").is_none().then_some(())
     });
     assert!(report(&cluster, "team-a", "web").is_some());
+    // The command docs/troubleshooting.md gives finds them.
+    let listed = cluster
+        .kubectl(&[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            &format!("reportingComponent={CONTROLLER}"),
+        ])
+        .ok();
+    assert!(listed.contains("HostnameConflict"), "{listed}");
     serve.assert_running();
 }
 

@@ -1651,6 +1651,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
         "kubectl",
         &[
             "--client",
+            "--field-selector",
             "--from-file",
             "--from-literal",
             "--overwrite",
@@ -1680,7 +1681,10 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
         ],
     ),
     ("docker", &["--build-arg"]),
-    ("kube-apiserver", &["--admission-control-config-file"]),
+    (
+        "kube-apiserver",
+        &["--admission-control-config-file", "--event-ttl"],
+    ),
     // Named where the docs compare external-dns's flags with ours.
     (
         "external-dns",
