@@ -52,7 +52,9 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());
     process.report_findings(source.synced.clone());
-    let feedback = !args.once && (args.kubernetes_events || args.policy_reports);
+    // Events and PolicyReports go to the cluster the source reads; `--once` writes only DNS.
+    let feedback =
+        !args.once && source.cluster.is_some() && (args.kubernetes_events || args.policy_reports);
     // One election for every cluster writer: DNS, Events and PolicyReports.
     let leader = match &source.cluster {
         Some((client, _)) if args.leader_election && (args.sync || feedback) => {
@@ -62,7 +64,6 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     };
     // What the sync loop writes, for the DNSRecordPublished/Removed Events.
     let (applied_tx, applied_rx) = mpsc::channel(APPLIED_BACKLOG);
-    let feedback = feedback && source.cluster.is_some();
     if args.sync {
         let mut syncer = build_syncer(&args, &source, leader.clone(), &mut process).await?;
         if args.once {

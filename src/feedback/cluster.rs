@@ -29,6 +29,8 @@ use crate::model::ObjectKind;
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "gateway-dns");
 /// Server-side apply field manager of the reports.
 const FIELD_MANAGER: &str = "gateway-dns";
+/// Room for the object's name in an Event's name (253 less a dot and 32 hex digits).
+const EVENT_NAME_PREFIX_LIMIT: usize = 220;
 /// The Events API caps `note` at 1 kB.
 const NOTE_LIMIT: usize = 1024;
 
@@ -64,8 +66,8 @@ pub struct ClusterFeedback {
     reports: Option<BTreeMap<ObjectRef, (String, ReportContent)>>,
     /// The routes of the records seen, for the Events of records the sync loop removes.
     record_routes: RecordRoutes,
-    /// Events dropped by the rate limits since the start.
-    pub rate_limited: u64,
+    /// Events dropped by the rate limits since the start (logged with each drop).
+    rate_limited: u64,
 }
 
 impl ClusterFeedback {
@@ -129,7 +131,7 @@ impl ClusterFeedback {
         };
         if !self.limiter.allow(&intent.regarding, Instant::now()) {
             self.rate_limited += 1;
-            debug!(object = %intent.regarding, reason = %intent.reason, "event rate-limited; dropped");
+            debug!(object = %intent.regarding, reason = %intent.reason, dropped = self.rate_limited, "event rate-limited; dropped");
             return;
         }
         let key = SeriesKey { uid, intent };
@@ -155,7 +157,13 @@ impl ClusterFeedback {
         let Some(reference) = self.reference(regarding, &key.uid) else {
             return Ok(());
         };
-        let name = format!("{}.{:x}", regarding.name, now.as_nanosecond());
+        // client-go's name, `<object>.<nanoseconds in hex>`, kept within the 253 characters of
+        // a name however long the object's is.
+        let name = format!(
+            "{}.{:x}",
+            truncate(&regarding.name, EVENT_NAME_PREFIX_LIMIT).trim_end_matches(['.', '-']),
+            now.as_nanosecond()
+        );
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
