@@ -107,6 +107,7 @@ const PROVIDER: &str = "Provider (RFC 2136, PowerDNS)";
 const CONNECTIONS: &str = "Connections (limits and timeouts of every listener)";
 const LEADER_ELECTION: &str = "Leader election";
 const OBSERVABILITY: &str = "Metrics and logs";
+const FEEDBACK: &str = "Events and PolicyReports (cluster source; written by the Lease holder)";
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -256,6 +257,15 @@ pub struct ServeArgs {
     /// Log format: text, json, or auto (text on a terminal, JSON otherwise).
     #[arg(long, value_enum, default_value = "auto", env = "GATEWAY_DNS_LOG_FORMAT", help_heading = OBSERVABILITY)]
     pub log_format: LogFormat,
+
+    /// Emit a Kubernetes Event (events.k8s.io/v1) on the route, Gateway or ListenerSet when a
+    /// finding appears, rate-limited (docs/troubleshooting.md, "Events and PolicyReports").
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_KUBERNETES_EVENTS", help_heading = FEEDBACK)]
+    pub kubernetes_events: bool,
+    /// Keep one wgpolicyk8s.io/v1alpha2 PolicyReport per route (pass, warn or fail per
+    /// finding); needs the PolicyReport CRD.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_POLICY_REPORTS", help_heading = FEEDBACK)]
+    pub policy_reports: bool,
 
     #[command(flatten, next_help_heading = "Engine (shared with check)")]
     pub engine: EngineArgs,

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod cmd;
 pub mod dns;
 pub mod engine;
+pub mod feedback;
 pub mod findings;
 pub mod index;
 pub mod leader;

@@ -5,20 +5,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, embedded, rfc2136};
+use crate::dns::{Changes, Provider, embedded, rfc2136};
 use crate::engine::Config;
-use crate::engine::settle::settle_all;
+use crate::engine::World;
+use crate::engine::settle::{route_ref, settle_all};
+use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
+use crate::feedback::limit::Limits;
+use crate::feedback::{AppliedRecord, ObjectRef};
 use crate::findings::FindingsReport;
 use crate::index::{Index, Snapshot};
 use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
+use crate::model::dns_name::canonical;
 use crate::net::ConnectionLimits;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
@@ -46,12 +51,37 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());
     process.report_findings(source.synced.clone());
-    if args.sync {
-        let syncer = build_syncer(&args, &source, &mut process).await?;
-        if args.once {
-            return run_once(syncer, source.synced, args.dry_run).await;
+    // Events and PolicyReports go to the cluster the source reads; `--once` writes only DNS.
+    let feedback =
+        !args.once && source.cluster.is_some() && (args.kubernetes_events || args.policy_reports);
+    // One election for every cluster writer: DNS, Events and PolicyReports.
+    let leader = match &source.cluster {
+        Some((client, _)) if args.leader_election && (args.sync || feedback) => {
+            Some(start_leader_election(&args, client, &mut process)?)
         }
-        process.spawn_sync(syncer, source.synced.clone());
+        _ => None,
+    };
+    // What the sync loop writes, for the DNSRecordPublished/Removed Events.
+    let (applied_tx, applied_rx) = mpsc::channel(APPLIED_BACKLOG);
+    if args.sync {
+        let mut syncer = build_syncer(&args, &source, leader.clone(), &mut process).await?;
+        if args.once {
+            return run_once(Arc::new(syncer), source.synced, args.dry_run).await;
+        }
+        if feedback {
+            syncer = syncer.with_applied_observer(applied_tx);
+        }
+        process.spawn_sync(Arc::new(syncer), source.synced.clone());
+    }
+    if feedback && let Some((client, cluster_source)) = &source.cluster {
+        process.spawn_feedback(
+            &args,
+            client,
+            cluster_source,
+            leader,
+            applied_rx,
+            source.synced.clone(),
+        );
     }
     if args.webhook {
         start_webhook(&args, &mut process).await?;
@@ -145,6 +175,101 @@ impl Process {
                 .context("reporting the findings")?;
                 if changes.changed().await.is_err() {
                     return Ok(());
+                }
+                tokio::time::sleep(GAUGE_REFRESH).await;
+            }
+        });
+    }
+
+    /// Events and PolicyReports follow the index's settled outcome, written only while this
+    /// replica holds the Lease (or, without an election, always), at most once per
+    /// [`GAUGE_REFRESH`] after a change.
+    fn spawn_feedback(
+        &mut self,
+        args: &ServeArgs,
+        client: &::kube::Client,
+        cluster_source: &Arc<kube::KubeSource>,
+        mut leader: Option<watch::Receiver<bool>>,
+        applied: mpsc::Receiver<Changes>,
+        mut synced: watch::Receiver<bool>,
+    ) {
+        let watched = cluster_source.clone();
+        let served: ServedVersion = Arc::new(move |kind| {
+            watched
+                .status()
+                .into_iter()
+                .find(|status| status.kind == kind)
+                .and_then(|status| status.version)
+        });
+        let config = FeedbackConfig {
+            events: args.kubernetes_events,
+            policy_reports: args.policy_reports,
+            instance: pod_identity(),
+            limits: Limits::default(),
+        };
+        tracing::info!(events = config.events, policy_reports = config.policy_reports, instance = %config.instance, "feedback to the cluster configured");
+        let mut feedback = ClusterFeedback::new(client.clone(), served, config);
+        let (index, with_routes) = (self.index.clone(), args.policy_reports);
+        self.tasks.spawn(async move {
+            let mut applied = Some(applied);
+            wait_synced(&mut synced).await?;
+            let mut changes = index.subscribe();
+            loop {
+                changes.borrow_and_update();
+                let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+                let current = index.clone();
+                let (outcome, routes) = tokio::task::spawn_blocking(move || {
+                    let routes = match with_routes {
+                        true => current.read(|snapshot| {
+                            snapshot
+                                .routes()
+                                .filter_map(|(_, entry)| ObjectRef::parse(&route_ref(&entry.route)))
+                                .collect()
+                        }),
+                        false => Vec::new(),
+                    };
+                    (current.settled(), routes)
+                })
+                .await
+                .context("reading the findings for Events and PolicyReports")?;
+                feedback
+                    .update(&index.config(), &outcome, routes, leading)
+                    .await;
+                // Until the index or the leadership changes, tell what the sync loop writes.
+                loop {
+                    let leadership_changed = async {
+                        match leader.as_mut() {
+                            Some(l) => l.changed().await.is_ok(),
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let written = async {
+                        match applied.as_mut() {
+                            Some(applied) => applied.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        changed = changes.changed() => match changed {
+                            Ok(()) => break,
+                            Err(_) => return Ok(()),
+                        },
+                        alive = leadership_changed => match alive {
+                            true => break,
+                            false => return Ok(()),
+                        },
+                        written = written => match written {
+                            Some(written) => {
+                                let current = index.clone();
+                                let outcome = tokio::task::spawn_blocking(move || current.settled())
+                                    .await
+                                    .context("reading the records the sync loop wrote")?;
+                                feedback.applied(&applied_records(&written), &outcome).await;
+                            }
+                            // No sync loop (or it ended): nothing more to tell.
+                            None => applied = None,
+                        },
+                    }
                 }
                 tokio::time::sleep(GAUGE_REFRESH).await;
             }
@@ -250,8 +375,9 @@ async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result
 async fn build_syncer(
     args: &ServeArgs,
     source: &Source,
+    leader: Option<watch::Receiver<bool>>,
     process: &mut Process,
-) -> Result<Arc<Syncer>> {
+) -> Result<Syncer> {
     let zones = zones_for(args, source.initial.as_ref())?;
     let provider = provider_for(args, &zones).await?;
     let mut sync_config = SyncConfig::new(args.provider_flags.txt_owner_id.clone(), zones.clone());
@@ -266,16 +392,37 @@ async fn build_syncer(
         process.metrics.clone(),
     );
     // Without an election this replica is the only writer: it counts as the leader.
-    process.metrics.set_leader(true);
-    if let Some((client, cluster_source)) = &source.cluster {
-        let leader = match args.leader_election {
-            true => Some(start_leader_election(args, client, process)?),
-            false => None,
-        };
+    if leader.is_none() {
+        process.metrics.set_leader(true);
+    }
+    if let Some((_, cluster_source)) = &source.cluster {
         syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
-    Ok(Arc::new(syncer))
+    Ok(syncer)
+}
+
+/// The sync loop's writes as the feedback module reads them.
+fn applied_records(changes: &Changes) -> Vec<AppliedRecord> {
+    let written = changes.create.iter().chain(&changes.update);
+    written
+        .map(|endpoint| (endpoint, false))
+        .chain(changes.delete.iter().map(|endpoint| (endpoint, true)))
+        .map(|(endpoint, removed)| AppliedRecord {
+            dns_name: canonical(&endpoint.dns_name).into_owned(),
+            record_type: endpoint.record_type,
+            targets: endpoint.targets.iter().cloned().collect(),
+            removed,
+            resource: endpoint.resource.clone(),
+        })
+        .collect()
+}
+
+/// This replica's name: the Lease holder identity and the Events' `reportingInstance`.
+fn pod_identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()))
 }
 
 /// Campaigns for the Lease for the life of the process; the receiver says whether we hold it.
@@ -284,9 +431,7 @@ fn start_leader_election(
     client: &::kube::Client,
     process: &mut Process,
 ) -> Result<watch::Receiver<bool>> {
-    let identity = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("gateway-dns-{}", std::process::id()));
+    let identity = pod_identity();
     let leader_config =
         LeaderConfig::new(&args.leader_election_namespace, &args.lease_name, &identity);
     let election =
@@ -395,6 +540,9 @@ async fn start_metrics_listener(
     });
     Ok(())
 }
+
+/// Sync passes whose writes may wait to be told as Events; more are dropped (best effort).
+const APPLIED_BACKLOG: usize = 16;
 
 /// How often the write gate looks at the source's health between leadership changes.
 const GATE_POLL: Duration = Duration::from_millis(250);

@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info, warn};
 
 use crate::dns::registry::TxtRegistry;
-use crate::dns::{self, Endpoint, Provider};
+use crate::dns::{self, Changes, Endpoint, Provider};
 use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
@@ -115,6 +115,9 @@ pub struct Syncer {
     /// them as it goes.
     metrics: Arc<Metrics>,
     write_gate: Option<watch::Receiver<bool>>,
+    /// Told the changes of each pass that wrote them (for the Events on the routes); a full
+    /// channel drops them rather than hold the loop up.
+    applied: Option<mpsc::Sender<Changes>>,
     /// Blocked records already reported, so each is logged once, not every pass.
     reported_blocked: std::sync::Mutex<Vec<Blocked>>,
 }
@@ -133,6 +136,7 @@ impl Syncer {
             config,
             metrics,
             write_gate: None,
+            applied: None,
             reported_blocked: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -140,6 +144,12 @@ impl Syncer {
     /// Only write while the gate holds `true` (e.g. "this replica holds the Lease").
     pub fn with_write_gate(mut self, gate: watch::Receiver<bool>) -> Self {
         self.write_gate = Some(gate);
+        self
+    }
+
+    /// Sends the changes of every pass that wrote some to `observer`.
+    pub fn with_applied_observer(mut self, observer: mpsc::Sender<Changes>) -> Self {
+        self.applied = Some(observer);
         self
     }
 
@@ -263,6 +273,9 @@ impl Syncer {
             self.metrics.add_sync_changes(action, count as u64);
         }
         info!(changes = planned, "DNS changes applied");
+        if let Some(observer) = &self.applied {
+            let _ = observer.try_send(plan.changes.clone());
+        }
         Ok(PassReport {
             plan,
             applied: planned,

@@ -9,6 +9,7 @@ mod api;
 mod check;
 mod explain;
 mod faults;
+mod feedback;
 mod findings;
 mod helm;
 mod leader;

@@ -91,7 +91,7 @@ const NO_LEASE_ROLE: [Exception; 3] = [
     },
 ];
 
-const COUNTERPARTS: [Counterpart; 6] = [
+const COUNTERPARTS: [Counterpart; 7] = [
     Counterpart {
         example: "cert-manager.yaml",
         resources: &["overlays/cert-manager"],
@@ -121,6 +121,12 @@ const COUNTERPARTS: [Counterpart; 6] = [
         resources: &["overlays/embedded-dns"],
         components: &[],
         only_kustomize: &NO_LEASE_ROLE,
+    },
+    Counterpart {
+        example: "policy-reports.yaml",
+        resources: &["overlays/policy-reports"],
+        components: &[],
+        only_kustomize: &[NO_NAMESPACE],
     },
     Counterpart {
         example: "monitoring.yaml",
@@ -534,6 +540,15 @@ fn effects() -> Vec<Effect> {
                 o.env("GATEWAY_DNS_LEADER_ELECTION").as_deref() == Some("false")
                     && !o.has("Role", "gateway-dns-leases")
                     && !o.has("RoleBinding", "gateway-dns-leases")
+            },
+        },
+        Effect {
+            value: "policyReports.enabled",
+            args: vec!["--set", "policyReports.enabled=true"],
+            check: |o| {
+                o.env("GATEWAY_DNS_POLICY_REPORTS").as_deref() == Some("true")
+                    && o.has("ClusterRole", "gateway-dns-policy-reports")
+                    && o.has("ClusterRoleBinding", "gateway-dns-policy-reports")
             },
         },
         Effect {

@@ -829,7 +829,52 @@ fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
         Some(account_name.as_str()),
         "{origin}: the pod runs as the ServiceAccount"
     );
-    let cluster_role = crate::support::install::only(&install.cluster_roles, origin, "ClusterRole");
+    // --policy-reports has a ClusterRole of its own (components/policy-reports), present
+    // exactly when the flag is on; the main ClusterRole is the other one.
+    let is_reports = |name: Option<&String>| name.is_some_and(|n| n.ends_with("-policy-reports"));
+    let (reports_roles, main_roles): (Vec<_>, Vec<_>) = install
+        .cluster_roles
+        .iter()
+        .cloned()
+        .partition(|role| is_reports(role.metadata.name.as_ref()));
+    let (reports_bindings, main_bindings): (Vec<_>, Vec<_>) = install
+        .cluster_role_bindings
+        .iter()
+        .cloned()
+        .partition(|binding| is_reports(binding.metadata.name.as_ref()));
+    assert_eq!(
+        reports_roles.len(),
+        usize::from(serve.policy_reports),
+        "{origin}: the PolicyReport ClusterRole exists exactly with --policy-reports"
+    );
+    for role in &reports_roles {
+        for rule in role.rules.iter().flatten() {
+            assert_eq!(
+                rule.api_groups.as_deref(),
+                Some(&["wgpolicyk8s.io".to_string()][..])
+            );
+            assert_eq!(
+                rule.resources.as_deref(),
+                Some(&["policyreports".to_string()][..])
+            );
+            assert!(
+                rule.verbs
+                    .iter()
+                    .all(|v| ["get", "list", "create", "patch", "delete"].contains(&v.as_str())),
+                "{origin}: PolicyReport verbs (feedback/cluster.rs: list, server-side apply, delete)"
+            );
+        }
+        let binding = reports_bindings
+            .iter()
+            .find(|b| b.role_ref.name.as_str() == role.metadata.name.as_deref().unwrap_or(""))
+            .unwrap_or_else(|| panic!("{origin}: no binding of the PolicyReport ClusterRole"));
+        let subjects = binding.subjects.as_deref().unwrap_or_default();
+        assert!(
+            subjects.len() == 1 && subjects[0].name == account_name,
+            "{origin}: PolicyReport ClusterRoleBinding subject"
+        );
+    }
+    let cluster_role = crate::support::install::only(&main_roles, origin, "ClusterRole");
     let rules = cluster_role.rules.as_deref().unwrap_or_default();
     let read = ["get", "list", "watch"];
     for kind in ObjectKind::ALL {
@@ -963,7 +1008,7 @@ fn check_rbac(install: &Install, namespace: &str, serve: &ServeArgs) {
             && subjects[0].namespace.as_deref() == Some(namespace)
     };
     let cluster_binding =
-        crate::support::install::only(&install.cluster_role_bindings, origin, "ClusterRoleBinding");
+        crate::support::install::only(&main_bindings, origin, "ClusterRoleBinding");
     assert_eq!(cluster_binding.role_ref.kind, "ClusterRole");
     assert_eq!(
         Some(&cluster_binding.role_ref.name),
@@ -1638,6 +1683,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
         "kubectl",
         &[
             "--client",
+            "--field-selector",
             "--from-file",
             "--from-literal",
             "--overwrite",
@@ -1667,7 +1713,10 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
         ],
     ),
     ("docker", &["--build-arg"]),
-    ("kube-apiserver", &["--admission-control-config-file"]),
+    (
+        "kube-apiserver",
+        &["--admission-control-config-file", "--event-ttl"],
+    ),
     // Named where the docs compare external-dns's flags with ours.
     (
         "external-dns",

@@ -260,6 +260,22 @@ impl ControlPlane {
         self.kubectl(&wait).ok();
     }
 
+    /// Installs the PolicyReport CRD of `tests/fixtures/crds` (wgpolicyk8s.io/v1alpha2) and waits
+    /// until it is Established.
+    pub fn install_policy_report_crd(&self) {
+        let file = repo_root().join("tests/fixtures/crds/wgpolicyk8s.io_policyreports.yaml");
+        let file = file.display().to_string();
+        self.kubectl(&["apply", "--server-side", "-f", &file]).ok();
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            &file,
+        ])
+        .ok();
+    }
+
     /// Writes a Gateway's `status.addresses` and Accepted/Programmed conditions, as its
     /// controller would (no addresses: Programmed=False).
     pub fn gateway_address(&self, gateway: &str, addresses: &[&str]) {
