@@ -607,6 +607,10 @@ pub struct EngineArgs {
     /// publishes nothing.
     #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_PARENT_REFS, env = "GATEWAY_DNS_MAX_ROUTE_PARENT_REFS")]
     pub max_route_parent_refs: usize,
+    /// How long a Gateway whose status.addresses went empty keeps its DNS names at its last
+    /// addresses (a GatewayHasNoAddress warning meanwhile); 0 removes them at once.
+    #[arg(long, default_value = "10m", value_parser = parse_duration, env = "GATEWAY_DNS_ADDRESS_LOSS_GRACE")]
+    pub address_loss_grace: std::time::Duration,
 }
 
 impl EngineArgs {
@@ -635,6 +639,7 @@ impl EngineArgs {
             actions,
             max_route_hostnames: self.max_route_hostnames,
             max_route_parent_refs: self.max_route_parent_refs,
+            address_loss_grace: self.address_loss_grace,
         })
     }
 }

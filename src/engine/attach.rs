@@ -4,9 +4,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::grace::{AddressLoss, rfc3339};
 use super::hostname::{intersect, is_wildcard};
-use super::world::{Claim, Finding, NameSource, Origin, RouteEval, World};
+use super::world::{Claim, Finding, KeptAddresses, NameSource, Origin, RouteEval, World};
 use super::{AttachmentMode, Config, Reason, annotation, concat, selector};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{
@@ -454,8 +456,17 @@ fn attach_parent<'w, W: World>(
         ));
         return None;
     }
-    let origin =
-        shared_origin.unwrap_or_else(|| Arc::new(origin_of(gateway, listener_set.map(|ls| &**ls))));
+    // Without an origin kept by the World (plain data in tests, `check`), there is no address
+    // history, so no grace either.
+    let origin = shared_origin.unwrap_or_else(|| {
+        Arc::new(origin_of(
+            gateway,
+            listener_set.map(|ls| &**ls),
+            None,
+            0,
+            Duration::ZERO,
+        ))
+    });
     Some(Attached {
         parent_index: field_index(index),
         origin,
@@ -463,17 +474,36 @@ fn attach_parent<'w, W: World>(
     })
 }
 
-/// Where the names of a route attached to `gateway` (through `listener_set`, if any) point.
-pub fn origin_of(gateway: &Gateway, listener_set: Option<&ListenerSet>) -> Origin {
-    let targets = listener_set
+/// Where the names of a route attached to `gateway` (through `listener_set`, if any) point: the
+/// target annotation, else the Gateway's addresses, else, while `loss` is in its grace at `now`,
+/// the addresses it last had (ARCHITECTURE.md, "Address-loss grace").
+pub fn origin_of(
+    gateway: &Gateway,
+    listener_set: Option<&ListenerSet>,
+    loss: Option<&AddressLoss>,
+    now: i64,
+    grace: Duration,
+) -> Origin {
+    let overridden = listener_set
         .and_then(|ls| target_override(&ls.meta.annotations))
-        .or_else(|| target_override(&gateway.meta.annotations))
-        .unwrap_or_else(|| gateway.addresses.to_vec());
+        .or_else(|| target_override(&gateway.meta.annotations));
+    let (targets, kept) = match (overridden, loss) {
+        (Some(targets), _) => (sorted_targets(targets), None),
+        (None, Some(loss)) if gateway.addresses.is_empty() && loss.in_grace(now, grace) => (
+            loss.addresses.clone(),
+            Some(KeptAddresses {
+                since: loss.since,
+                until: loss.until(grace),
+            }),
+        ),
+        (None, _) => (sorted_targets(gateway.addresses.to_vec()), None),
+    };
     Origin {
         gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
         listener_set: listener_set
             .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
-        targets: sorted_targets(targets),
+        targets,
+        kept,
     }
 }
 
@@ -613,6 +643,23 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         }
     }
     for parent in &attached {
+        if let Some(kept) = parent.origin.kept
+            && !claims.is_empty()
+        {
+            findings.push(finding(
+                Reason::GatewayHasNoAddress,
+                None,
+                format!("spec.parentRefs[{}]", parent.parent_index),
+                format!(
+                    "Gateway {} has had no address since {}; its names keep its last addresses ({}) until {}, then they are removed unless it gets one back",
+                    parent.origin.gateway,
+                    rfc3339(kept.since),
+                    parent.origin.targets_text(),
+                    rfc3339(kept.until)
+                ),
+            ));
+            continue;
+        }
         if parent.origin.targets.is_empty() && !claims.is_empty() {
             findings.push(finding(
                 Reason::GatewayHasNoAddress,

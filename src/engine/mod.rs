@@ -3,6 +3,7 @@
 //! over a [`World`] they provide.
 
 pub mod attach;
+pub mod grace;
 pub mod hostname;
 pub mod selector;
 pub mod settle;
@@ -12,12 +13,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::evaluate_route;
 pub use settle::{Outcome, Record};
-pub use world::{Claim, Finding, NameSource, Origin, RouteEntry, RouteEval, RouteId, World};
+pub use world::{
+    Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
+};
 
 /// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
 pub const ANNOTATION_PREFIXES: [&str; 2] = [
@@ -292,7 +296,14 @@ pub struct Config {
     pub max_route_hostnames: usize,
     /// Most parentRefs a route may have; more are `TooManyParentRefs`, likewise.
     pub max_route_parent_refs: usize,
+    /// How long a Gateway that lost its addresses keeps publishing its last ones
+    /// (ARCHITECTURE.md, "Address-loss grace"); zero turns the grace off.
+    pub address_loss_grace: Duration,
 }
+
+/// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
+/// Gateway controller to restart.
+pub const DEFAULT_ADDRESS_LOSS_GRACE: Duration = Duration::from_secs(600);
 
 /// Far above any real route: `spec.hostnames` allows 16 and the external-dns annotation
 /// rarely lists more than a few dozen.
@@ -313,6 +324,7 @@ impl Default for Config {
             actions: BTreeMap::new(),
             max_route_hostnames: DEFAULT_MAX_ROUTE_HOSTNAMES,
             max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
+            address_loss_grace: DEFAULT_ADDRESS_LOSS_GRACE,
         }
     }
 }

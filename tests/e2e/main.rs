@@ -9,6 +9,7 @@ mod certs;
 mod cli;
 mod dns_bind;
 mod dns_embedded;
+mod dns_grace;
 mod dns_pdns;
 mod dns_secondary;
 mod helm;

@@ -9,6 +9,7 @@ mod cli;
 mod conformance;
 mod decoders;
 mod extdns;
+mod grace;
 mod index;
 mod layers;
 mod objects;
