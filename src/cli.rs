@@ -611,6 +611,11 @@ pub struct EngineArgs {
     /// addresses (a GatewayHasNoAddress warning meanwhile); 0 removes them at once.
     #[arg(long, default_value = "10m", value_parser = parse_duration, env = "GATEWAY_DNS_ADDRESS_LOSS_GRACE")]
     pub address_loss_grace: std::time::Duration,
+    /// Let the external-dns target annotation on a route replace its Gateway's addresses
+    /// (RouteTargetNotAllowed otherwise); the Namespace label gateway-dns.io/route-targets=allow|forbid
+    /// overrides this per namespace.
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ALLOW_ROUTE_TARGETS")]
+    pub allow_route_targets: bool,
 }
 
 impl EngineArgs {
@@ -640,6 +645,7 @@ impl EngineArgs {
             max_route_hostnames: self.max_route_hostnames,
             max_route_parent_refs: self.max_route_parent_refs,
             address_loss_grace: self.address_loss_grace,
+            allow_route_targets: self.allow_route_targets,
         })
     }
 }

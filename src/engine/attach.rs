@@ -549,12 +549,23 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             ),
         ));
     }
-    let attached: Vec<Attached> = route
+    let mut attached: Vec<Attached> = route
         .parent_refs
         .iter()
         .enumerate()
         .filter_map(|(i, p)| attach_parent(world, cfg, route, i, p, &mut findings))
         .collect();
+    if let Some(targets) = route_target_override(world, cfg, route, &mut findings) {
+        // The route's own targets replace its parents' for its names; the parents stay what
+        // they are, so conflicts compare the targets the names would really get.
+        for parent in &mut attached {
+            parent.origin = Arc::new(Origin {
+                targets: targets.clone(),
+                kept: None,
+                ..(*parent.origin).clone()
+            });
+        }
+    }
 
     let mut claims: Vec<Claim> = Vec::new();
     if requested.any_written {
@@ -685,6 +696,37 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         in_scope: true,
     }
 }
+
+/// The route's target annotation (ARCHITECTURE.md, "Names"), when it has one with at least one
+/// valid target and its namespace may use it; `RouteTargetNotAllowed` when it may not (the
+/// route's names then follow its Gateways).
+fn route_target_override<W: World>(
+    world: &W,
+    cfg: &Config,
+    route: &Route,
+    findings: &mut Vec<Finding>,
+) -> Option<Arc<[Address]>> {
+    let targets = target_override(&route.meta.annotations).filter(|t| !t.is_empty())?;
+    let labels = world
+        .namespace(&route.meta.namespace)
+        .map(|ns| &ns.meta.labels);
+    if !cfg.route_targets_allowed(labels) {
+        findings.push(finding(
+            Reason::RouteTargetNotAllowed,
+            None,
+            TARGET_ANNOTATION_FIELD.to_owned(),
+            format!(
+                "routes in namespace {} may not set their own DNS targets, so the target annotation is ignored and the names point at the Gateway's addresses; remove it or ask the platform team",
+                route.meta.namespace
+            ),
+        ));
+        return None;
+    }
+    Some(sorted_targets(targets))
+}
+
+/// The field a route's target annotation is reported at.
+pub const TARGET_ANNOTATION_FIELD: &str = "metadata.annotations[external-dns.kubernetes.io/target]";
 
 /// A field index as it is kept in a [`NameSource`]: a route with more than `u32::MAX` entries
 /// cannot be decoded, but the index saturates rather than wrap.

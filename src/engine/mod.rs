@@ -30,6 +30,9 @@ pub const ANNOTATION_PREFIXES: [&str; 2] = [
 ];
 /// Namespace label that overrides `--mode` for routes in that namespace.
 pub const MODE_LABEL: &str = "gateway-dns.io/mode";
+/// Namespace label that allows (`allow`) or forbids (`forbid`) the target annotation on routes
+/// in that namespace, overriding `--allow-route-targets` (ARCHITECTURE.md, "Names").
+pub const ROUTE_TARGETS_LABEL: &str = "gateway-dns.io/route-targets";
 
 /// Is this an annotation the engine can read (see [`annotation`])?
 pub fn is_engine_annotation(key: &str) -> bool {
@@ -100,10 +103,11 @@ pub enum Reason {
     InheritedWildcardHostname,
     TooManyHostnames,
     TooManyParentRefs,
+    RouteTargetNotAllowed,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -116,6 +120,7 @@ impl Reason {
         Reason::InheritedWildcardHostname,
         Reason::TooManyHostnames,
         Reason::TooManyParentRefs,
+        Reason::RouteTargetNotAllowed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -132,6 +137,7 @@ impl Reason {
             Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
             Reason::TooManyHostnames => "TooManyHostnames",
             Reason::TooManyParentRefs => "TooManyParentRefs",
+            Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
         }
     }
 
@@ -142,7 +148,8 @@ impl Reason {
             | Reason::InvalidHostname
             | Reason::NotAllowedByListeners
             | Reason::TooManyHostnames
-            | Reason::TooManyParentRefs => Action::Deny,
+            | Reason::TooManyParentRefs
+            | Reason::RouteTargetNotAllowed => Action::Deny,
             _ => Action::Warn,
         }
     }
@@ -163,7 +170,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed",
             })
     }
 }
@@ -299,6 +306,9 @@ pub struct Config {
     /// How long a Gateway that lost its addresses keeps publishing its last ones
     /// (ARCHITECTURE.md, "Address-loss grace"); zero turns the grace off.
     pub address_loss_grace: Duration,
+    /// Whether the target annotation on a route replaces its Gateway's addresses; the Namespace
+    /// label [`ROUTE_TARGETS_LABEL`] overrides it per namespace.
+    pub allow_route_targets: bool,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -325,6 +335,7 @@ impl Default for Config {
             max_route_hostnames: DEFAULT_MAX_ROUTE_HOSTNAMES,
             max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
             address_loss_grace: DEFAULT_ADDRESS_LOSS_GRACE,
+            allow_route_targets: true,
         }
     }
 }
@@ -375,6 +386,15 @@ impl Config {
             .and_then(|labels| labels.get(MODE_LABEL))
             .and_then(|value| value.parse().ok())
             .unwrap_or(self.mode)
+    }
+
+    /// May routes in a namespace with these labels override their targets (the label wins)?
+    pub fn route_targets_allowed(&self, namespace_labels: Option<&StringMap>) -> bool {
+        match namespace_labels.and_then(|labels| labels.get(ROUTE_TARGETS_LABEL)) {
+            Some("allow") => true,
+            Some("forbid") => false,
+            _ => self.allow_route_targets,
+        }
     }
 
     /// The action for a reason under a mode: `--action` override, then the mode's downgrade.

@@ -190,6 +190,25 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
             &loser.claim.origin.targets_text(),
             "); attach the hostname to one Gateway",
         ])
+    } else if incumbent.claim.origin.gateway == loser.claim.origin.gateway {
+        // Same Gateway, different targets: a target annotation on one of the routes.
+        let route = incumbent.route;
+        concat(&[
+            name,
+            " is already served by Gateway ",
+            gw,
+            " at ",
+            &targets,
+            " for ",
+            route.kind.kind(),
+            " ",
+            &route.meta.namespace,
+            "/",
+            &route.meta.name,
+            ", not at ",
+            &loser.claim.origin.targets_text(),
+            "; use the same target annotation or drop the hostname",
+        ])
     } else {
         let route = incumbent.route;
         concat(&[

@@ -271,6 +271,14 @@ const CASES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "route-target-not-allowed",
+        Expect {
+            allowed: false,
+            deny: &["RouteTargetNotAllowed"],
+            warn: &[],
+        },
+    ),
+    (
         "unreadable-object",
         Expect {
             allowed: true,

@@ -12,6 +12,7 @@ mod dns_embedded;
 mod dns_grace;
 mod dns_pdns;
 mod dns_secondary;
+mod dns_targets;
 mod helm;
 mod install;
 mod kube_faults;

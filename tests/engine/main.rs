@@ -16,4 +16,5 @@ mod objects;
 mod props;
 mod rules;
 mod schema;
+mod targets;
 mod unit_cases;

@@ -1,0 +1,208 @@
+//! Target overrides on routes, end to end: the real binary's `check --output json` shows the
+//! records, and `serve --once` writes them into real BIND, checked with `dig`. A route's target
+//! annotation replaces its Gateway's addresses (IPs give A/AAAA, a hostname a CNAME); a
+//! namespace labelled `gateway-dns.io/route-targets=forbid` may not use it.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::bind::Bind;
+use crate::support::dig;
+
+/// Runs the binary with no GATEWAY_DNS_ variable from the test's environment, logs off.
+pub fn gateway_dns(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gateway-dns"));
+    command.args(args);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("GATEWAY_DNS_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("GATEWAY_DNS_LOG", "off")
+        .envs(env.iter().copied());
+    command.output().expect("gateway-dns runs")
+}
+
+/// `check --output json` over `dir`, with its exit status.
+pub fn check_json(dir: &Path, flags: &[&str]) -> (i32, Value) {
+    let dir = dir.display().to_string();
+    let out = gateway_dns(&[&["check", "--output", "json", &dir], flags].concat(), &[]);
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+        panic!(
+            "check prints JSON ({err}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exited"), json)
+}
+
+/// `serve --once` over the manifests in `dir` into `bind`; returns the exit status.
+pub fn serve_once_into(bind: &Bind, dir: &Path, flags: &[&str]) -> i32 {
+    let dir = dir.display().to_string();
+    let bind_args = bind.serve_args();
+    let bind_args: Vec<&str> = bind_args.iter().map(String::as_str).collect();
+    let args = [
+        &["serve", "--once", "--webhook=false", "--manifests", &dir][..],
+        &bind_args,
+        flags,
+    ]
+    .concat();
+    let out = gateway_dns(&args, &bind.serve_env());
+    let code = out.status.code().expect("exited");
+    assert!(
+        code == 0 || code == 3,
+        "serve --once: {code}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    code
+}
+
+/// (dnsName, recordType, targets) of check's JSON records.
+pub fn records(json: &Value) -> Vec<(String, String, Vec<String>)> {
+    json["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["dnsName"].as_str().unwrap_or_default().to_owned(),
+                r["recordType"].as_str().unwrap_or_default().to_owned(),
+                r["targets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// (reason, object, action) of check's JSON violations.
+pub fn violations(json: &Value) -> Vec<(String, String, String)> {
+    json["violations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let field = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            (field("reason"), field("object"), field("action"))
+        })
+        .collect()
+}
+
+pub fn owned(rows: &[(&str, &str, &[&str])]) -> Vec<(String, String, Vec<String>)> {
+    rows.iter()
+        .map(|(name, kind, targets)| {
+            (
+                name.to_string(),
+                kind.to_string(),
+                targets.iter().map(|t| t.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: locked
+  labels: {gateway-dns.io/route-targets: forbid}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: infra}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, hostname: "*.example.com", allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: IPAddress, value: 203.0.113.10}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: by-ip
+  namespace: apps
+  annotations: {external-dns.kubernetes.io/target: "198.51.100.7"}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [ip.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: by-name
+  namespace: apps
+  annotations: {external-dns.alpha.kubernetes.io/target: "edge.example.net"}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [alias.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: plain, namespace: apps}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [plain.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: not-allowed
+  namespace: locked
+  annotations: {external-dns.kubernetes.io/target: "198.51.100.66"}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [locked.example.com]
+"#;
+
+#[test]
+fn route_targets_reach_dns_as_a_records_and_cnames() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), MANIFESTS).unwrap();
+
+    let (code, json) = check_json(dir.path(), &[]);
+    assert_eq!(code, 1, "the forbidden target is a denial: {json:#}");
+    assert_eq!(
+        records(&json),
+        owned(&[
+            ("alias.example.com", "CNAME", &["edge.example.net"]),
+            ("ip.example.com", "A", &["198.51.100.7"]),
+            ("locked.example.com", "A", &["203.0.113.10"]),
+            ("plain.example.com", "A", &["203.0.113.10"]),
+        ])
+    );
+    assert_eq!(
+        violations(&json),
+        [(
+            "RouteTargetNotAllowed".to_owned(),
+            "HTTPRoute/locked/not-allowed".to_owned(),
+            "deny".to_owned()
+        )]
+    );
+    // With the flag off everywhere, no route target counts.
+    let (_, strict) = check_json(dir.path(), &["--allow-route-targets=false"]);
+    assert_eq!(violations(&strict).len(), 3, "{strict:#}");
+
+    let bind = Bind::start("example.com", "");
+    serve_once_into(&bind, dir.path(), &[]);
+    let a = |name: &str| dig::query(bind.addr(), name, "A", false);
+    assert_eq!(a("ip.example.com").data("A"), ["198.51.100.7"]);
+    assert_eq!(a("plain.example.com").data("A"), ["203.0.113.10"]);
+    assert_eq!(a("locked.example.com").data("A"), ["203.0.113.10"]);
+    assert_eq!(
+        dig::query(bind.addr(), "alias.example.com", "CNAME", false).data("CNAME"),
+        ["edge.example.net."]
+    );
+}
