@@ -534,6 +534,15 @@ pub struct CheckArgs {
     /// the files as if applied over them; only the files' objects are reported.
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// A zone the records go into (repeatable or comma-separated), as `serve --zone`: a CNAME
+    /// at a zone's apex is reported (CnameNotAllowed) and left out.
+    #[arg(
+        long = "zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE"
+    )]
+    pub zones: Vec<String>,
     /// The lowest action that makes `check` exit 1.
     #[arg(long, value_enum, default_value = "deny", env = "GATEWAY_DNS_FAIL_ON")]
     pub fail_on: FailOn,
@@ -646,6 +655,7 @@ impl EngineArgs {
             max_route_parent_refs: self.max_route_parent_refs,
             address_loss_grace: self.address_loss_grace,
             allow_route_targets: self.allow_route_targets,
+            zones: Vec::new(),
         })
     }
 }

@@ -20,7 +20,7 @@ use crate::source::kube;
 /// Runs `check`; returns the process exit code.
 pub fn run(args: &CheckArgs) -> u8 {
     let cfg = match args.engine.to_config() {
-        Ok(cfg) => cfg,
+        Ok(cfg) => cfg.with_zones(&args.zones),
         Err(err) => return input_error(args.output, &err),
     };
     let report = match files::load_paths_with_skipped(&args.paths) {

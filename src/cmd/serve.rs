@@ -43,7 +43,11 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     if !args.webhook && !args.sync {
         bail!("--webhook=false and --sync=false leave nothing to run");
     }
-    let cfg = Arc::new(args.engine.to_config()?);
+    let cfg = Arc::new(
+        args.engine
+            .to_config()?
+            .with_zones(args.zones.iter().chain(&args.rfc2136_zones)),
+    );
     let mut process = Process::new(Index::with_config(cfg.clone()));
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());

@@ -686,6 +686,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     claims.retain(|c| !c.origin.targets.is_empty());
     claims.sort();
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
+    claims.retain(|claim| cname_allowed(cfg, claim, &mut findings));
     findings.sort();
     findings.dedup();
     // Evaluations live in the index for every route: no spare capacity, no capacity field.
@@ -695,6 +696,58 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         ttl,
         in_scope: true,
     }
+}
+
+/// The CNAME rules (ARCHITECTURE.md, "Records and conflicts"): a CNAME is the only record of its
+/// name and has one target. A claim whose targets break them gets `CnameNotAllowed`; it is kept
+/// (its addresses, or its first hostname, are published) unless its CNAME would sit at a zone
+/// apex, where nothing of it can be.
+fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<Finding>) -> bool {
+    let targets = &claim.origin.targets;
+    let hostnames: Vec<&str> = targets
+        .iter()
+        .filter_map(|t| match t {
+            Address::Hostname(h) => Some(&**h),
+            Address::Ip(_) => None,
+        })
+        .collect();
+    if hostnames.is_empty() {
+        return true;
+    }
+    let name = &*claim.name;
+    let gateway = &*claim.origin.gateway;
+    let message = if hostnames.len() < targets.len() {
+        format!(
+            "{name} would get a CNAME to {} beside the addresses it gets through Gateway {gateway}; a CNAME cannot share its name, so only the addresses are published; give the Gateway (or the target annotation) addresses of one kind",
+            hostnames.join(", ")
+        )
+    } else if cfg.zones.iter().any(|zone| zone == name) {
+        findings.push(finding(
+            Reason::CnameNotAllowed,
+            Some(name),
+            claim.source.field(),
+            format!(
+                "{name} is the apex of a managed zone, where a CNAME cannot be (the zone's SOA and NS records are there), so its CNAME to {} through Gateway {gateway} is not published; use a name below the zone or an IP target",
+                hostnames.join(", ")
+            ),
+        ));
+        return false;
+    } else if hostnames.len() > 1 {
+        format!(
+            "{name} would get a CNAME to {} through Gateway {gateway}; a CNAME has one target, so only {} is published; give the Gateway (or the target annotation) one hostname",
+            hostnames.join(", "),
+            hostnames[0]
+        )
+    } else {
+        return true;
+    };
+    findings.push(finding(
+        Reason::CnameNotAllowed,
+        Some(name),
+        claim.source.field(),
+        message,
+    ));
+    true
 }
 
 /// The route's target annotation (ARCHITECTURE.md, "Names"), when it has one with at least one

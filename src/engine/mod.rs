@@ -104,10 +104,11 @@ pub enum Reason {
     TooManyHostnames,
     TooManyParentRefs,
     RouteTargetNotAllowed,
+    CnameNotAllowed,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -121,6 +122,7 @@ impl Reason {
         Reason::TooManyHostnames,
         Reason::TooManyParentRefs,
         Reason::RouteTargetNotAllowed,
+        Reason::CnameNotAllowed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -138,6 +140,7 @@ impl Reason {
             Reason::TooManyHostnames => "TooManyHostnames",
             Reason::TooManyParentRefs => "TooManyParentRefs",
             Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
+            Reason::CnameNotAllowed => "CnameNotAllowed",
         }
     }
 
@@ -170,7 +173,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed, CnameNotAllowed",
             })
     }
 }
@@ -309,6 +312,9 @@ pub struct Config {
     /// Whether the target annotation on a route replaces its Gateway's addresses; the Namespace
     /// label [`ROUTE_TARGETS_LABEL`] overrides it per namespace.
     pub allow_route_targets: bool,
+    /// The managed zones (canonical names): a CNAME cannot be published at their apex
+    /// (ARCHITECTURE.md, "Records and conflicts"). Empty when unknown (`check` without `--zone`).
+    pub zones: Vec<String>,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -336,6 +342,7 @@ impl Default for Config {
             max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
             address_loss_grace: DEFAULT_ADDRESS_LOSS_GRACE,
             allow_route_targets: true,
+            zones: Vec::new(),
         }
     }
 }
@@ -386,6 +393,17 @@ impl Config {
             .and_then(|labels| labels.get(MODE_LABEL))
             .and_then(|value| value.parse().ok())
             .unwrap_or(self.mode)
+    }
+
+    /// This configuration with these managed zones (any spelling; kept canonical, sorted).
+    pub fn with_zones<'z>(mut self, zones: impl IntoIterator<Item = &'z String>) -> Config {
+        self.zones = zones
+            .into_iter()
+            .map(|zone| crate::model::dns_name::canonical(zone).into_owned())
+            .collect();
+        self.zones.sort();
+        self.zones.dedup();
+        self
     }
 
     /// May routes in a namespace with these labels override their targets (the label wins)?

@@ -268,11 +268,13 @@ pub fn records_for(settlement: &Settlement) -> Vec<Record> {
             });
         }
     };
-    // Never a CNAME beside A/AAAA for one name: the addresses win.
+    // Never a CNAME beside A/AAAA for one name: the addresses win. A CNAME has one target: the
+    // first (sorted). The engine reports both as `CnameNotAllowed`.
     let has_ip = !v4.is_empty() || !v6.is_empty();
     push(RecordType::A, v4);
     push(RecordType::AAAA, v6);
     if !has_ip {
+        names.truncate(1);
         push(RecordType::CNAME, names);
     }
     out

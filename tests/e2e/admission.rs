@@ -279,6 +279,14 @@ const CASES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "cname-not-allowed",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["CnameNotAllowed"],
+        },
+    ),
+    (
         "unreadable-object",
         Expect {
             allowed: true,

@@ -206,3 +206,100 @@ fn route_targets_reach_dns_as_a_records_and_cnames() {
         ["edge.example.net."]
     );
 }
+
+const CNAME_MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: Hostname, value: lb.example.net}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: apex, namespace: apps}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: [example.com, www.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: mixed
+  namespace: apps
+  annotations: {external-dns.kubernetes.io/target: "198.51.100.8,other.example.net"}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: [mixed.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: two-names
+  namespace: apps
+  annotations: {external-dns.kubernetes.io/target: "z.example.net,a.example.net"}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: [two.example.com]
+"#;
+
+#[test]
+fn cname_rules_are_reported_and_dns_gets_only_what_it_can_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), CNAME_MANIFESTS).unwrap();
+
+    let (code, json) = check_json(dir.path(), &["--zone", "example.com"]);
+    assert_eq!(code, 0, "CnameNotAllowed warns: {json:#}");
+    assert_eq!(
+        records(&json),
+        owned(&[
+            ("mixed.example.com", "A", &["198.51.100.8"]),
+            ("two.example.com", "CNAME", &["a.example.net"]),
+            ("www.example.com", "CNAME", &["lb.example.net"]),
+        ])
+    );
+    let found: Vec<(String, String)> = json["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["reason"].as_str().unwrap().to_owned(),
+                v["hostname"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("CnameNotAllowed".to_owned(), "example.com".to_owned()),
+            ("CnameNotAllowed".to_owned(), "mixed.example.com".to_owned()),
+            ("CnameNotAllowed".to_owned(), "two.example.com".to_owned()),
+        ]
+    );
+    // Without the zone, check cannot know example.com is an apex.
+    let (_, unzoned) = check_json(dir.path(), &[]);
+    assert!(
+        records(&unzoned)
+            .iter()
+            .any(|(name, kind, _)| name == "example.com" && kind == "CNAME")
+    );
+
+    // The sync converges: nothing is sent that BIND would refuse or silently drop.
+    let bind = Bind::start("example.com", "");
+    assert_eq!(serve_once_into(&bind, dir.path(), &[]), 0);
+    let query = |name: &str, rtype: &str| dig::query(bind.addr(), name, rtype, false).data(rtype);
+    assert_eq!(query("www.example.com", "CNAME"), ["lb.example.net."]);
+    assert_eq!(query("two.example.com", "CNAME"), ["a.example.net."]);
+    assert_eq!(query("mixed.example.com", "A"), ["198.51.100.8"]);
+    assert!(query("mixed.example.com", "CNAME").is_empty());
+    assert!(query("example.com", "CNAME").is_empty());
+    assert_eq!(query("example.com", "NS").len(), 1, "the apex keeps its NS");
+}

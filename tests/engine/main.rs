@@ -6,6 +6,7 @@
 
 mod attachment;
 mod cli;
+mod cname;
 mod conformance;
 mod decoders;
 mod extdns;
