@@ -625,6 +625,16 @@ pub struct EngineArgs {
     /// overrides this per namespace.
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ALLOW_ROUTE_TARGETS")]
     pub allow_route_targets: bool,
+    /// A name that may resolve to several Gateways on purpose (exact, or *.suffix for every
+    /// name below suffix; repeatable or comma-separated): it publishes the union of its routes'
+    /// targets and is never a HostnameConflict. Set by the platform team, not by app owners.
+    #[arg(
+        long = "shared-name",
+        value_name = "NAME",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_SHARED_NAME"
+    )]
+    pub shared_names: Vec<String>,
 }
 
 impl EngineArgs {
@@ -656,6 +666,7 @@ impl EngineArgs {
             address_loss_grace: self.address_loss_grace,
             allow_route_targets: self.allow_route_targets,
             zones: Vec::new(),
+            shared_names: Config::parse_shared_names(&self.shared_names)?,
         })
     }
 }

@@ -293,7 +293,11 @@ pub fn to_text(checked: &Checked, colour: bool) -> String {
             .iter()
             .map(|r| {
                 [
-                    r.dns_name.clone(),
+                    if r.shared {
+                        format!("{} (shared)", r.dns_name)
+                    } else {
+                        r.dns_name.clone()
+                    },
                     r.record_type.as_str().to_owned(),
                     r.targets.join(","),
                     r.gateways.join(","),

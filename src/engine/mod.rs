@@ -84,6 +84,8 @@ pub enum ConfigError {
     },
     #[error("--action takes REASON=deny|warn|ignore, got {0:?}")]
     BadAction(String),
+    #[error("--shared-name takes a DNS name or *.suffix, got {0:?}")]
+    BadSharedName(String),
     #[error(transparent)]
     Selector(#[from] selector::SelectorError),
 }
@@ -315,6 +317,10 @@ pub struct Config {
     /// The managed zones (canonical names): a CNAME cannot be published at their apex
     /// (ARCHITECTURE.md, "Records and conflicts"). Empty when unknown (`check` without `--zone`).
     pub zones: Vec<String>,
+    /// Names that may resolve to several Gateways on purpose (`--shared-name`: exact, or
+    /// `*.suffix` for every name below suffix), canonical: they publish the union of their
+    /// claims' targets and never conflict (ARCHITECTURE.md, "Names shared on purpose").
+    pub shared_names: Vec<String>,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -343,6 +349,7 @@ impl Default for Config {
             address_loss_grace: DEFAULT_ADDRESS_LOSS_GRACE,
             allow_route_targets: true,
             zones: Vec::new(),
+            shared_names: Vec::new(),
         }
     }
 }
@@ -404,6 +411,31 @@ impl Config {
         self.zones.sort();
         self.zones.dedup();
         self
+    }
+
+    /// Parses `--shared-name` values: DNS names or `*.suffix`, kept canonical.
+    pub fn parse_shared_names(values: &[String]) -> Result<Vec<String>, ConfigError> {
+        let mut names = Vec::with_capacity(values.len());
+        for value in values {
+            let name = crate::model::dns_name::parse_hostname(value)
+                .map_err(|_| ConfigError::BadSharedName(value.clone()))?;
+            names.push(name.into_owned());
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Is `name` (canonical) on the `--shared-name` list?
+    pub fn is_shared_name(&self, name: &str) -> bool {
+        self.shared_names
+            .iter()
+            .any(|shared| match shared.strip_prefix("*.") {
+                Some(suffix) => name
+                    .strip_suffix(suffix)
+                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                None => shared == name,
+            })
     }
 
     /// May routes in a namespace with these labels override their targets (the label wins)?

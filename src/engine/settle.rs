@@ -22,6 +22,9 @@ pub struct Record {
     pub gateways: Vec<String>,
     /// `Kind/namespace/name` of the routes that claim it.
     pub routes: Vec<String>,
+    /// The name is on the `--shared-name` list: its targets are the union of its Gateways'.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// Everything one installation would publish, and every finding.
@@ -117,9 +120,11 @@ pub struct Settlement<'a> {
 }
 
 pub fn settle<'a>(cfg: &Config, name: &'a str, claims: Vec<Claimant<'a>>) -> Settlement<'a> {
-    let agree = claims
-        .windows(2)
-        .all(|pair| pair[0].claim.origin.targets == pair[1].claim.origin.targets);
+    // A name shared on purpose is everyone's: no claim loses it.
+    let agree = cfg.is_shared_name(name)
+        || claims
+            .windows(2)
+            .all(|pair| pair[0].claim.origin.targets == pair[1].claim.origin.targets);
     if agree {
         return Settlement {
             name,
@@ -231,11 +236,26 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
 }
 
 /// Turns a settled name into its records (A/AAAA, or CNAME only when there is no IP target).
-pub fn records_for(settlement: &Settlement) -> Vec<Record> {
+/// The targets are the union of the winners' (they are all the same unless the name is shared).
+pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
     let Some(first) = settlement.winners.first() else {
         return Vec::new();
     };
-    let targets = &first.claim.origin.targets;
+    let shared = cfg.is_shared_name(settlement.name);
+    let union: Vec<Address>;
+    let targets: &[Address] = if shared && settlement.winners.len() > 1 {
+        let mut all: Vec<Address> = settlement
+            .winners
+            .iter()
+            .flat_map(|c| c.claim.origin.targets.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        union = all;
+        &union
+    } else {
+        &first.claim.origin.targets
+    };
     let mut gateways: Vec<String> = settlement
         .winners
         .iter()
@@ -265,6 +285,7 @@ pub fn records_for(settlement: &Settlement) -> Vec<Record> {
                 ttl,
                 gateways: gateways.clone(),
                 routes: routes.clone(),
+                shared,
             });
         }
     };
@@ -338,23 +359,89 @@ fn settle_claimed_name<W: World>(
     name: &str,
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
-    let settlement = settle(world.config(), name, claimants_among(world, name, ids));
-    let records = records_for(&settlement);
-    let violations = settlement
-        .losers
-        .into_iter()
-        .map(|(c, message)| {
+    let cfg = world.config();
+    let settlement = settle(cfg, name, claimants_among(world, name, ids));
+    let records = records_for(cfg, &settlement);
+    let mut violations = shared_cname_violations(world, &settlement, &records);
+    violations.extend(settlement.losers.into_iter().map(|(c, message)| {
+        violation_parts(
+            world,
+            c.route,
+            Reason::HostnameConflict,
+            Some(name.to_owned()),
+            c.claim.source.field(),
+            message,
+        )
+    }));
+    (records, violations)
+}
+
+/// The CNAME rules over a shared name's union of targets (each claim alone was checked when its
+/// route was evaluated): a hostname beside addresses, or several hostnames, are `CnameNotAllowed`
+/// for the claims that bring a hostname.
+fn shared_cname_violations<W: World>(
+    world: &W,
+    settlement: &Settlement,
+    records: &[Record],
+) -> Vec<Violation> {
+    if settlement.winners.len() < 2 || !world.config().is_shared_name(settlement.name) {
+        return Vec::new();
+    }
+    let hostnames = |targets: &[Address]| -> Vec<String> {
+        targets
+            .iter()
+            .filter_map(|t| match t {
+                Address::Hostname(h) => Some(h.to_string()),
+                Address::Ip(_) => None,
+            })
+            .collect()
+    };
+    let mut all: Vec<String> = settlement
+        .winners
+        .iter()
+        .flat_map(|c| hostnames(&c.claim.origin.targets))
+        .collect();
+    all.sort();
+    all.dedup();
+    let published: Vec<&str> = records
+        .iter()
+        .filter(|r| r.record_type == RecordType::CNAME)
+        .flat_map(|r| r.targets.iter().map(String::as_str))
+        .collect();
+    let dropped: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|h| !published.contains(h))
+        .collect();
+    if dropped.is_empty() {
+        return Vec::new();
+    }
+    let name = settlement.name;
+    let message = concat(&[
+        name,
+        " is shared, and its Gateways' targets together hold ",
+        &dropped.join(", "),
+        ", which cannot be published: a CNAME cannot share its name and has one target; give the Gateways sharing it targets of one kind",
+    ]);
+    settlement
+        .winners
+        .iter()
+        .filter(|c| {
+            hostnames(&c.claim.origin.targets)
+                .iter()
+                .any(|h| dropped.contains(&h.as_str()))
+        })
+        .map(|c| {
             violation_parts(
                 world,
                 c.route,
-                Reason::HostnameConflict,
+                Reason::CnameNotAllowed,
                 Some(name.to_owned()),
                 c.claim.source.field(),
-                message,
+                message.clone(),
             )
         })
-        .collect();
-    (records, violations)
+        .collect()
 }
 
 /// Every record and every violation of a world.
@@ -405,6 +492,9 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
     // Claims are sorted by name: each name's claims are one run, visited once.
     for own_claims in eval.claims.chunk_by(|a, b| a.name == b.name) {
         let name = &*own_claims[0].name;
+        if world.config().is_shared_name(name) {
+            continue;
+        }
         own.clear();
         own.extend(own_claims.iter().map(|claim| Claimant {
             route,

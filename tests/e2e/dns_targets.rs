@@ -303,3 +303,103 @@ fn cname_rules_are_reported_and_dns_gets_only_what_it_can_hold() {
     assert!(query("example.com", "CNAME").is_empty());
     assert_eq!(query("example.com", "NS").len(), 1, "the apex keeps its NS");
 }
+
+const SHARED_MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: blue, namespace: infra}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: IPAddress, value: 203.0.113.20}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: green, namespace: infra}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: IPAddress, value: 203.0.113.10}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: blue, namespace: apps, creationTimestamp: "2025-01-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: blue, namespace: infra}]
+  hostnames: [shop.example.com, www.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: green, namespace: apps, creationTimestamp: "2025-06-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: green, namespace: infra}]
+  hostnames: [shop.example.com, www.example.com]
+"#;
+
+#[test]
+fn a_shared_name_resolves_to_every_gateway_and_others_still_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), SHARED_MANIFESTS).unwrap();
+    let flags = ["--shared-name", "shop.example.com"];
+
+    let (code, json) = check_json(dir.path(), &flags);
+    assert_eq!(code, 1, "www.example.com still conflicts: {json:#}");
+    assert_eq!(
+        records(&json),
+        owned(&[
+            ("shop.example.com", "A", &["203.0.113.10", "203.0.113.20"]),
+            ("www.example.com", "A", &["203.0.113.20"]),
+        ])
+    );
+    assert_eq!(json["records"][0]["shared"], true);
+    assert_eq!(
+        json["records"][0]["gateways"],
+        serde_json::json!(["infra/blue", "infra/green"])
+    );
+    assert!(json["records"][1].get("shared").is_none());
+    assert_eq!(
+        violations(&json),
+        [(
+            "HostnameConflict".to_owned(),
+            "HTTPRoute/apps/green".to_owned(),
+            "deny".to_owned()
+        )]
+    );
+    // The text output marks it too.
+    let text = gateway_dns(
+        &[
+            "check",
+            &dir.path().display().to_string(),
+            "--shared-name",
+            "shop.example.com",
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("shop.example.com (shared)"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+
+    let bind = Bind::start("example.com", "");
+    serve_once_into(&bind, dir.path(), &flags);
+    let a = |name: &str| {
+        let mut found = dig::query(bind.addr(), name, "A", false).data("A");
+        found.sort();
+        found
+    };
+    assert_eq!(a("shop.example.com"), ["203.0.113.10", "203.0.113.20"]);
+    assert_eq!(
+        a("www.example.com"),
+        ["203.0.113.20"],
+        "the oldest route keeps it"
+    );
+}

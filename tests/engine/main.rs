@@ -17,5 +17,6 @@ mod objects;
 mod props;
 mod rules;
 mod schema;
+mod shared;
 mod targets;
 mod unit_cases;
