@@ -498,12 +498,17 @@ pub fn origin_of(
         ),
         (None, _) => (sorted_targets(gateway.addresses.to_vec()), None),
     };
+    let ttl = listener_set
+        .and_then(|ls| annotation(&ls.meta.annotations, "ttl"))
+        .or_else(|| annotation(&gateway.meta.annotations, "ttl"))
+        .and_then(parse_ttl);
     Origin {
         gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
         listener_set: listener_set
             .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
         targets,
         kept,
+        ttl,
     }
 }
 

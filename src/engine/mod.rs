@@ -107,10 +107,11 @@ pub enum Reason {
     TooManyParentRefs,
     RouteTargetNotAllowed,
     CnameNotAllowed,
+    TtlConflict,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -125,6 +126,7 @@ impl Reason {
         Reason::TooManyParentRefs,
         Reason::RouteTargetNotAllowed,
         Reason::CnameNotAllowed,
+        Reason::TtlConflict,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -143,6 +145,7 @@ impl Reason {
             Reason::TooManyParentRefs => "TooManyParentRefs",
             Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
             Reason::CnameNotAllowed => "CnameNotAllowed",
+            Reason::TtlConflict => "TtlConflict",
         }
     }
 
@@ -175,7 +178,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed, CnameNotAllowed",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed, CnameNotAllowed, TtlConflict",
             })
     }
 }

@@ -47,6 +47,7 @@ impl Outcome {
 pub struct Claimant<'a> {
     pub route: &'a Route,
     pub claim: &'a Claim,
+    /// The route's `ttl` annotation, else its Gateway's or ListenerSet's.
     pub ttl: Option<u32>,
 }
 
@@ -99,7 +100,7 @@ fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> V
                 out.push(Claimant {
                     route: &entry.route,
                     claim,
-                    ttl: entry.eval.ttl,
+                    ttl: entry.eval.ttl.or(claim.origin.ttl),
                 });
             }
         }
@@ -266,7 +267,9 @@ pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
     let mut routes: Vec<String> = settlement.winners.iter().map(Claimant::route_ref).collect();
     routes.sort();
     routes.dedup();
-    let ttl = settlement.winners.iter().find_map(|c| c.ttl);
+    // Routes that set different TTLs for one name: the lowest wins (`TtlConflict` says so), so
+    // no cache keeps the name longer than any of them asked.
+    let ttl = settlement.winners.iter().filter_map(|c| c.ttl).min();
     let (mut v4, mut v6, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for target in targets.iter() {
         match target {
@@ -363,6 +366,7 @@ fn settle_claimed_name<W: World>(
     let settlement = settle(cfg, name, claimants_among(world, name, ids));
     let records = records_for(cfg, &settlement);
     let mut violations = shared_cname_violations(world, &settlement, &records);
+    violations.extend(ttl_violations(world, &settlement));
     violations.extend(settlement.losers.into_iter().map(|(c, message)| {
         violation_parts(
             world,
@@ -374,6 +378,54 @@ fn settle_claimed_name<W: World>(
         )
     }));
     (records, violations)
+}
+
+/// `TtlConflict` for each claim on a settled name whose TTL is not the one published (the
+/// lowest of those set).
+fn ttl_violations<W: World>(world: &W, settlement: &Settlement) -> Vec<Violation> {
+    let Some(lowest) = settlement.winners.iter().filter_map(|c| c.ttl).min() else {
+        return Vec::new();
+    };
+    let Some(holder) = settlement.winners.iter().find(|c| c.ttl == Some(lowest)) else {
+        return Vec::new();
+    };
+    settlement
+        .winners
+        .iter()
+        .filter(|c| c.ttl.is_some_and(|ttl| ttl != lowest))
+        .map(|c| {
+            violation_parts(
+                world,
+                c.route,
+                Reason::TtlConflict,
+                Some(settlement.name.to_owned()),
+                c.claim.source.field(),
+                ttl_message(settlement.name, c, holder, lowest),
+            )
+        })
+        .collect()
+}
+
+/// The one-line message for a claim whose TTL yields to `holder`'s lower one.
+fn ttl_message(name: &str, claim: &Claimant, holder: &Claimant, lowest: u32) -> String {
+    let mine = claim.ttl.unwrap_or_default().to_string();
+    let lowest = lowest.to_string();
+    concat(&[
+        name,
+        " asks for TTL ",
+        &mine,
+        " here, but ",
+        holder.route.kind.kind(),
+        " ",
+        &holder.route.meta.namespace,
+        "/",
+        &holder.route.meta.name,
+        " (or its Gateway) sets ",
+        &lowest,
+        " for it; the lowest, ",
+        &lowest,
+        ", is published; set the same ttl annotation on both",
+    ])
 }
 
 /// The CNAME rules over a shared name's union of targets (each claim alone was checked when its
@@ -499,7 +551,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
         own.extend(own_claims.iter().map(|claim| Claimant {
             route,
             claim,
-            ttl: eval.ttl,
+            ttl: eval.ttl.or(claim.origin.ttl),
         }));
         incumbents.clear();
         for id in world.claimants(name).iter().filter(|id| !is_self(id)) {
@@ -507,7 +559,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                 incumbents.extend(entry.eval.claims_on(name).iter().map(|claim| Claimant {
                     route: &entry.route,
                     claim,
-                    ttl: entry.eval.ttl,
+                    ttl: entry.eval.ttl.or(claim.origin.ttl),
                 }));
             }
         }
@@ -537,6 +589,20 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     Some(name.to_owned()),
                     claim.claim.source.field(),
                     conflict_message(name, &incumbent, claim),
+                ));
+            } else if let Some(mine) = claim.ttl
+                && let Some(lower) = incumbents
+                    .iter()
+                    .filter(|inc| inc.ttl.is_some_and(|ttl| ttl < mine))
+                    .min_by_key(|inc| inc.ttl)
+            {
+                out.push(violation_parts(
+                    world,
+                    route,
+                    Reason::TtlConflict,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(),
+                    ttl_message(name, claim, lower, lower.ttl.unwrap_or(mine)),
                 ));
             }
         }

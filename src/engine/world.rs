@@ -65,6 +65,9 @@ pub struct Origin {
     /// Set while the Gateway has lost its addresses and `targets` are the ones it last had
     /// (ARCHITECTURE.md, "Address-loss grace").
     pub kept: Option<KeptAddresses>,
+    /// The `ttl` annotation of the ListenerSet, else of the Gateway: the TTL of names published
+    /// through it whose route sets none (ARCHITECTURE.md, "Names").
+    pub ttl: Option<u32>,
 }
 
 /// When a Gateway lost its addresses and until when its last ones are kept (Unix seconds).
@@ -196,6 +199,7 @@ mod tests {
             listener_set: None,
             targets: targets.clone().into(),
             kept: None,
+            ttl: None,
         };
         let joined: Vec<String> = targets.iter().map(ToString::to_string).collect();
         assert_eq!(origin.targets_text(), joined.join(", "));

@@ -287,6 +287,14 @@ const CASES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "ttl-conflict",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["TtlConflict"],
+        },
+    ),
+    (
         "unreadable-object",
         Expect {
             allowed: true,

@@ -403,3 +403,82 @@ fn a_shared_name_resolves_to_every_gateway_and_others_still_conflict() {
         "the oldest route keeps it"
     );
 }
+
+const TTL_MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: public
+  namespace: infra
+  annotations: {external-dns.kubernetes.io/ttl: "2m"}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: IPAddress, value: 203.0.113.10}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: plain, namespace: apps}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [plain.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: short
+  namespace: apps
+  annotations: {external-dns.kubernetes.io/ttl: "45"}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [shared-ttl.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: long
+  namespace: apps
+  annotations: {external-dns.alpha.kubernetes.io/ttl: "1h"}
+spec:
+  parentRefs: [{name: public, namespace: infra}]
+  hostnames: [shared-ttl.example.com]
+"#;
+
+#[test]
+fn a_gateway_ttl_reaches_dns_and_one_name_gets_the_lowest_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), TTL_MANIFESTS).unwrap();
+
+    let (code, json) = check_json(dir.path(), &[]);
+    assert_eq!(code, 0, "TtlConflict warns: {json:#}");
+    let ttls: Vec<(&str, u64)> = json["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["dnsName"].as_str().unwrap(), r["ttl"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        ttls,
+        [("plain.example.com", 120), ("shared-ttl.example.com", 45)]
+    );
+    assert_eq!(
+        violations(&json),
+        [(
+            "TtlConflict".to_owned(),
+            "HTTPRoute/apps/long".to_owned(),
+            "warn".to_owned()
+        )]
+    );
+
+    let bind = Bind::start("example.com", "");
+    serve_once_into(&bind, dir.path(), &[]);
+    let ttl_of = |name: &str| dig::query(bind.addr(), name, "A", false).answer[0].ttl;
+    assert_eq!(ttl_of("plain.example.com"), 120);
+    assert_eq!(ttl_of("shared-ttl.example.com"), 45);
+}

@@ -19,4 +19,5 @@ mod rules;
 mod schema;
 mod shared;
 mod targets;
+mod ttl;
 mod unit_cases;

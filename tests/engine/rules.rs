@@ -1048,6 +1048,7 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::TooManyParentRefs, Action::Deny),
         (Reason::RouteTargetNotAllowed, Action::Deny),
         (Reason::CnameNotAllowed, Action::Warn),
+        (Reason::TtlConflict, Action::Warn),
     ];
     assert_eq!(Reason::ALL.len(), table.len());
     for (reason, action) in table {
