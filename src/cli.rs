@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::engine::cidr::{Cidr, TargetFilter};
 use crate::engine::{
     AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
     DEFAULT_MAX_ROUTE_PARENT_REFS, Mode, Scope, selector,
@@ -582,6 +583,28 @@ pub struct EngineArgs {
         env = "GATEWAY_DNS_ROUTE_SELECTOR"
     )]
     pub route_selector: Option<String>,
+    /// Publish only the Gateway addresses inside one of these IP networks (repeatable or
+    /// comma-separated, e.g. 10.0.0.0/8); hostname addresses are then left out. One Gateway with
+    /// public and internal addresses can so feed two installations (split-horizon).
+    #[arg(
+        long = "target-cidr",
+        // external-dns's name for the same filter.
+        alias = "target-net-filter",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_TARGET_CIDR"
+    )]
+    pub target_cidrs: Vec<String>,
+    /// Leave out the Gateway addresses inside these IP networks (repeatable or comma-separated).
+    #[arg(
+        long = "exclude-target-cidr",
+        // external-dns's name for the same filter.
+        alias = "exclude-target-net",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_EXCLUDE_TARGET_CIDR"
+    )]
+    pub exclude_target_cidrs: Vec<String>,
     /// Only routes whose annotations match this selector.
     #[arg(long, env = "GATEWAY_DNS_ANNOTATION_FILTER")]
     pub annotation_filter: Option<String>,
@@ -637,6 +660,13 @@ pub struct EngineArgs {
     pub shared_names: Vec<String>,
 }
 
+fn parse_cidrs(values: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    values
+        .iter()
+        .map(|value| value.parse::<Cidr>().map_err(ConfigError::from))
+        .collect()
+}
+
 impl EngineArgs {
     pub fn to_config(&self) -> Result<Config, ConfigError> {
         let parse_selector = |s: &Option<String>| s.as_deref().map(selector::parse).transpose();
@@ -654,6 +684,10 @@ impl EngineArgs {
                 namespace: self.namespace.clone(),
                 route_selector: parse_selector(&self.route_selector)?,
                 annotation_filter: parse_selector(&self.annotation_filter)?,
+                targets: TargetFilter {
+                    include: parse_cidrs(&self.target_cidrs)?,
+                    exclude: parse_cidrs(&self.exclude_target_cidrs)?,
+                },
             },
             listener_sets: self.listener_sets,
             allow_inherited_wildcards: self.allow_inherited_wildcards,

@@ -7,7 +7,6 @@
 //! than HAMTs because their dense nodes take less memory per entry (docs/benchmarks.md).
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use imbl::{OrdMap, OrdSet};
@@ -46,18 +45,18 @@ struct GatewayEntry {
 impl GatewayEntry {
     /// The entry for `gateway`, replacing `previous` (the entry stored for it before) at `now`.
     fn new(
+        cfg: &Config,
         gateway: Arc<Gateway>,
         previous: Option<&GatewayEntry>,
         now: i64,
-        grace: Duration,
     ) -> GatewayEntry {
         let loss = address_loss(
             previous.map(|p| (&*p.gateway, p.loss.as_ref())),
             &gateway,
             now,
-            grace,
+            cfg.address_loss_grace,
         );
-        let origin = Arc::new(origin_of(&gateway, None, loss.as_ref(), now, grace));
+        let origin = Arc::new(origin_of(cfg, &gateway, None, loss.as_ref(), now));
         GatewayEntry {
             gateway,
             origin,
@@ -383,12 +382,8 @@ impl Snapshot {
             }
             Object::Gateway(gw) => {
                 let id = ns_name(&gw.meta.namespace, &gw.meta.name);
-                let entry = GatewayEntry::new(
-                    gw,
-                    self.gateways.get(&*id),
-                    (self.clock)(),
-                    self.cfg.address_loss_grace,
-                );
+                let entry =
+                    GatewayEntry::new(&self.cfg, gw, self.gateways.get(&*id), (self.clock)());
                 self.gateways.insert(id.clone(), entry);
                 self.refresh_listener_set_origins_of(&id);
             }
@@ -418,11 +413,11 @@ impl Snapshot {
                 listener_set: ls.clone(),
                 gateway: gateway.gateway.clone(),
                 origin: Arc::new(origin_of(
+                    &self.cfg,
                     &gateway.gateway,
                     Some(ls),
                     gateway.loss.as_ref(),
                     (self.clock)(),
-                    self.cfg.address_loss_grace,
                 )),
             })
         });
@@ -601,7 +596,7 @@ impl Snapshot {
                 &gateway.meta.namespace,
                 &gateway.meta.name,
             );
-            let origin = Arc::new(origin_of(&gateway, None, None, now, grace));
+            let origin = Arc::new(origin_of(&self.cfg, &gateway, None, None, now));
             self.gateways.insert(
                 id.clone(),
                 GatewayEntry {

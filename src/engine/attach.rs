@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::grace::{AddressLoss, rfc3339};
 use super::hostname::{intersect, is_wildcard};
@@ -460,11 +459,11 @@ fn attach_parent<'w, W: World>(
     // history, so no grace either.
     let origin = shared_origin.unwrap_or_else(|| {
         Arc::new(origin_of(
+            cfg,
             gateway,
             listener_set.map(|ls| &**ls),
             None,
             0,
-            Duration::ZERO,
         ))
     });
     Some(Attached {
@@ -478,25 +477,40 @@ fn attach_parent<'w, W: World>(
 /// target annotation, else the Gateway's addresses, else, while `loss` is in its grace at `now`,
 /// the addresses it last had (ARCHITECTURE.md, "Address-loss grace").
 pub fn origin_of(
+    cfg: &Config,
     gateway: &Gateway,
     listener_set: Option<&ListenerSet>,
     loss: Option<&AddressLoss>,
     now: i64,
-    grace: Duration,
 ) -> Origin {
+    let grace = cfg.address_loss_grace;
+    // `--target-cidr` / `--exclude-target-cidr` choose among the Gateway's own addresses (a
+    // target annotation is an explicit choice and is taken whole).
+    let chosen = |addresses: &[Address]| -> Arc<[Address]> {
+        if cfg.scope.targets.is_empty() {
+            return sorted_targets(addresses.to_vec());
+        }
+        sorted_targets(
+            addresses
+                .iter()
+                .filter(|a| cfg.scope.targets.keeps(a))
+                .cloned()
+                .collect(),
+        )
+    };
     let overridden = listener_set
         .and_then(|ls| target_override(&ls.meta.annotations))
         .or_else(|| target_override(&gateway.meta.annotations));
     let (targets, kept) = match (overridden, loss) {
         (Some(targets), _) => (sorted_targets(targets), None),
         (None, Some(loss)) if gateway.addresses.is_empty() && loss.in_grace(now, grace) => (
-            loss.addresses.clone(),
+            chosen(&loss.addresses),
             Some(KeptAddresses {
                 since: loss.since,
                 until: loss.until(grace),
             }),
         ),
-        (None, _) => (sorted_targets(gateway.addresses.to_vec()), None),
+        (None, _) => (chosen(&gateway.addresses), None),
     };
     let ttl = listener_set
         .and_then(|ls| annotation(&ls.meta.annotations, "ttl"))
@@ -681,10 +695,17 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                 Reason::GatewayHasNoAddress,
                 None,
                 format!("spec.parentRefs[{}]", parent.parent_index),
-                format!(
-                    "Gateway {} has no address yet; its names are published once it has one",
-                    parent.origin.gateway
-                ),
+                if cfg.scope.targets.is_empty() {
+                    format!(
+                        "Gateway {} has no address yet; its names are published once it has one",
+                        parent.origin.gateway
+                    )
+                } else {
+                    format!(
+                        "Gateway {} has no address this installation publishes (--target-cidr, --exclude-target-cidr); its names are published once it has one",
+                        parent.origin.gateway
+                    )
+                },
             ));
         }
     }

@@ -3,6 +3,7 @@
 //! over a [`World`] they provide.
 
 pub mod attach;
+pub mod cidr;
 pub mod grace;
 pub mod hostname;
 pub mod selector;
@@ -88,6 +89,8 @@ pub enum ConfigError {
     BadSharedName(String),
     #[error(transparent)]
     Selector(#[from] selector::SelectorError),
+    #[error(transparent)]
+    Cidr(#[from] cidr::BadCidr),
 }
 
 /// Stable violation reasons (ARCHITECTURE.md, "Violations").
@@ -293,6 +296,9 @@ pub struct Scope {
     pub namespace: Option<String>,
     pub route_selector: Option<LabelSelector>,
     pub annotation_filter: Option<LabelSelector>,
+    /// Which of a Gateway's `status.addresses` are published (`--target-cidr`,
+    /// `--exclude-target-cidr`).
+    pub targets: cidr::TargetFilter,
 }
 
 /// Everything that shapes a decision. Shared by check, the webhook and the sync loop.

@@ -482,3 +482,80 @@ fn a_gateway_ttl_reaches_dns_and_one_name_gets_the_lowest_ttl() {
     assert_eq!(ttl_of("plain.example.com"), 120);
     assert_eq!(ttl_of("shared-ttl.example.com"), 45);
 }
+
+/// The `yaml` code blocks of a Markdown file, in order.
+fn yaml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```yaml") => current = Some(String::new()),
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn split_horizon_example_gives_each_view_its_own_address() {
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/split-horizon.md");
+    let doc = std::fs::read_to_string(doc_path).unwrap();
+    let example = yaml_blocks(&doc)
+        .into_iter()
+        .find(|block| block.contains("name: edge"))
+        .expect("docs/split-horizon.md has the one-Gateway example");
+    for documented in [
+        "GATEWAY_DNS_TARGET_CIDR, value: \"10.0.0.0/8\"",
+        "GATEWAY_DNS_EXCLUDE_TARGET_CIDR, value: \"10.0.0.0/8\"",
+    ] {
+        assert!(doc.contains(documented), "the doc shows {documented}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("example.yaml"), &example).unwrap();
+
+    let (_, inside) = check_json(dir.path(), &["--target-cidr", "10.0.0.0/8"]);
+    assert_eq!(
+        records(&inside),
+        owned(&[("app.example.com", "A", &["10.0.0.10"])])
+    );
+
+    let internal = Bind::start("example.com", "");
+    let public = Bind::start("example.com", "");
+    // The variables, as the installations set them.
+    let dir_text = dir.path().display().to_string();
+    for (bind, variable, owner) in [
+        (&internal, "GATEWAY_DNS_TARGET_CIDR", "internal"),
+        (&public, "GATEWAY_DNS_EXCLUDE_TARGET_CIDR", "public"),
+    ] {
+        let bind_args = bind.serve_args();
+        let bind_args: Vec<&str> = bind_args.iter().map(String::as_str).collect();
+        let args = [
+            &[
+                "serve",
+                "--once",
+                "--webhook=false",
+                "--manifests",
+                &dir_text,
+            ][..],
+            &bind_args,
+            &["--txt-owner-id", owner],
+        ]
+        .concat();
+        let env = [bind.serve_env()[0], (variable, "10.0.0.0/8")];
+        let out = gateway_dns(&args, &env);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let a = |bind: &Bind| dig::query(bind.addr(), "app.example.com", "A", false).data("A");
+    assert_eq!(a(&internal), ["10.0.0.10"]);
+    assert_eq!(a(&public), ["203.0.113.10"]);
+}

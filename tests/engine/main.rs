@@ -18,6 +18,7 @@ mod props;
 mod rules;
 mod schema;
 mod shared;
+mod target_cidr;
 mod targets;
 mod ttl;
 mod unit_cases;
