@@ -1,7 +1,7 @@
-//! Target overrides on routes, end to end: the real binary's `check --output json` shows the
-//! records, and `serve --once` writes them into real BIND, checked with `dig`. A route's target
-//! annotation replaces its Gateway's addresses (IPs give A/AAAA, a hostname a CNAME); a
-//! namespace labelled `gateway-dns.io/route-targets=forbid` may not use it.
+//! Names and targets, end to end: the real binary's `check --output json` shows the records, and
+//! `serve --once` writes them into real BIND, checked with `dig`. Route target overrides (and a
+//! namespace that may not use them), the CNAME rules, names shared on purpose, Gateway-level
+//! TTLs, address filters for split-horizon and listener hostnames of L4 routes.
 
 use std::path::Path;
 use std::process::Command;
@@ -558,4 +558,72 @@ fn split_horizon_example_gives_each_view_its_own_address() {
     let a = |bind: &Bind| dig::query(bind.addr(), "app.example.com", "A", false).data("A");
     assert_eq!(a(&internal), ["10.0.0.10"]);
     assert_eq!(a(&public), ["203.0.113.10"]);
+}
+
+const L4_MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: l4, namespace: infra}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {name: db, protocol: TCP, port: 5432, hostname: db.example.com, allowedRoutes: {namespaces: {from: All}}}
+  - {name: dns, protocol: UDP, port: 53, hostname: resolver.example.com, allowedRoutes: {namespaces: {from: All}}}
+  - {name: tls, protocol: TLS, port: 443, hostname: passthrough.example.com, allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{type: IPAddress, value: 203.0.113.30}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: db, namespace: apps}
+spec:
+  parentRefs: [{name: l4, namespace: infra, sectionName: db}]
+  rules: [{backendRefs: [{name: db, port: 5432}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: UDPRoute
+metadata: {name: dns, namespace: apps}
+spec:
+  parentRefs: [{name: l4, namespace: infra, sectionName: dns}]
+  rules: [{backendRefs: [{name: dns, port: 53}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: tls, namespace: apps}
+spec:
+  parentRefs: [{name: l4, namespace: infra, sectionName: tls}]
+  rules: [{backendRefs: [{name: web, port: 443}]}]
+"#;
+
+#[test]
+fn l4_and_passthrough_routes_publish_their_listener_hostnames() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), L4_MANIFESTS).unwrap();
+    let (code, json) = check_json(dir.path(), &[]);
+    assert_eq!(code, 0, "{json:#}");
+    assert_eq!(
+        records(&json),
+        owned(&[
+            ("db.example.com", "A", &["203.0.113.30"]),
+            ("passthrough.example.com", "A", &["203.0.113.30"]),
+            ("resolver.example.com", "A", &["203.0.113.30"]),
+        ])
+    );
+    let bind = Bind::start("example.com", "");
+    assert_eq!(serve_once_into(&bind, dir.path(), &[]), 0);
+    for name in [
+        "db.example.com",
+        "resolver.example.com",
+        "passthrough.example.com",
+    ] {
+        assert_eq!(
+            dig::query(bind.addr(), name, "A", false).data("A"),
+            ["203.0.113.30"],
+            "{name}"
+        );
+    }
 }

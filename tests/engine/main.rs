@@ -12,6 +12,7 @@ mod decoders;
 mod extdns;
 mod grace;
 mod index;
+mod l4;
 mod layers;
 mod objects;
 mod props;
