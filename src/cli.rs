@@ -10,7 +10,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use crate::engine::cidr::{Cidr, TargetFilter};
 use crate::engine::{
     AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
-    DEFAULT_MAX_ROUTE_PARENT_REFS, Mode, Scope, selector,
+    DEFAULT_MAX_ROUTE_PARENT_REFS, HostnameOwnership, Mode, Scope, selector,
 };
 
 /// What `--version` prints after the name: the crate version, the git revision and the build
@@ -46,6 +46,11 @@ pub enum Command {
     /// Run the admission webhook and the DNS sync loop over one in-memory index.
     #[command(after_help = SERVE_EXIT_CODES)]
     Serve(Box<ServeArgs>),
+    /// Say why a DNS name resolves (or does not) and to what, or what becomes of each name of
+    /// a route: the routes that claim it, their parents and listeners, which claim wins and why,
+    /// the record the sync loop would write, and what the DNS provider holds now.
+    #[command(after_help = EXPLAIN_EXIT_CODES)]
+    Explain(Box<ExplainArgs>),
     /// Write a CA and a serving certificate for the webhook's Service.
     #[command(after_help = CERTS_EXIT_CODES)]
     Certs(CertsArgs),
@@ -190,18 +195,6 @@ pub struct ServeArgs {
     /// Where records are written.
     #[arg(long, value_enum, default_value = "embedded", env = "GATEWAY_DNS_PROVIDER", help_heading = DNS)]
     pub provider: ProviderKind,
-    /// A zone gateway-dns manages (repeatable or comma-separated). The embedded server infers
-    /// zones from the manifests when none is given.
-    #[arg(
-        long = "zone",
-        // external-dns's name for the same list.
-        alias = "domain-filter",
-        value_name = "ZONE",
-        value_delimiter = ',',
-        env = "GATEWAY_DNS_ZONE",
-        help_heading = DNS
-    )]
-    pub zones: Vec<String>,
     /// Embedded DNS server listen address (UDP and TCP).
     #[arg(long, default_value = "127.0.0.1:5353", value_parser = parse_listen_address, env = "GATEWAY_DNS_DNS_LISTEN", help_heading = DNS)]
     pub dns_listen: std::net::SocketAddr,
@@ -220,12 +213,6 @@ pub struct ServeArgs {
     /// GATEWAY_DNS_EMBEDDED_TSIG_SECRET).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_EMBEDDED_TSIG_SECRET_FILE", help_heading = DNS)]
     pub embedded_tsig_secret_file: Option<PathBuf>,
-    /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
-    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID", help_heading = DNS)]
-    pub txt_owner_id: String,
-    /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
-    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT", help_heading = DNS)]
-    pub txt_wildcard_replacement: Option<String>,
     /// sync: create, update, delete; upsert-only: never delete; create-only: only create.
     #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY", help_heading = DNS)]
     pub policy: String,
@@ -239,6 +226,65 @@ pub struct ServeArgs {
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ONCE", help_heading = DNS)]
     pub once: bool,
 
+    #[command(flatten)]
+    pub provider_flags: ProviderArgs,
+
+    /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION", help_heading = LEADER_ELECTION)]
+    pub leader_election: bool,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE", help_heading = LEADER_ELECTION)]
+    pub leader_election_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME", help_heading = LEADER_ELECTION)]
+    pub lease_name: String,
+
+    /// Plain-HTTP listener for /metrics and /healthz (`:PORT` listens on every address).
+    #[arg(
+        long,
+        // external-dns's name (it takes `:7979` too).
+        alias = "metrics-address",
+        default_value = "0.0.0.0:9090",
+        value_parser = parse_listen_address,
+        env = "GATEWAY_DNS_METRICS_LISTEN",
+        help_heading = OBSERVABILITY
+    )]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log level: error, warn, info, debug or trace (GATEWAY_DNS_LOG, a tracing filter such as
+    /// `info,gateway_dns::sync=debug`, takes precedence).
+    #[arg(long, default_value = "info", value_parser = parse_log_level, env = "GATEWAY_DNS_LOG_LEVEL", help_heading = OBSERVABILITY)]
+    pub log_level: String,
+    /// Log format: text, json, or auto (text on a terminal, JSON otherwise).
+    #[arg(long, value_enum, default_value = "auto", env = "GATEWAY_DNS_LOG_FORMAT", help_heading = OBSERVABILITY)]
+    pub log_format: LogFormat,
+
+    #[command(flatten, next_help_heading = "Engine (shared with check)")]
+    pub engine: EngineArgs,
+}
+
+/// How to reach the DNS provider's records: shared by `serve` (which writes them) and
+/// `explain` (which only reads them).
+#[derive(Debug, Clone, Args)]
+pub struct ProviderArgs {
+    /// A zone gateway-dns manages (repeatable or comma-separated): serve writes inside these
+    /// (the embedded server infers them from the manifests when none is given), explain lists
+    /// them.
+    #[arg(
+        long = "zone",
+        // external-dns's name for the same list.
+        alias = "domain-filter",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE",
+        help_heading = DNS
+    )]
+    pub zones: Vec<String>,
+    /// Owner id in the ownership TXT records (external-dns's --txt-owner-id, to take over).
+    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID", help_heading = DNS)]
+    pub txt_owner_id: String,
+    /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
+    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT", help_heading = DNS)]
+    pub txt_wildcard_replacement: Option<String>,
     /// RFC 2136 server, HOST:PORT; a host name is resolved again at every sync.
     #[arg(long, value_name = "HOST:PORT", env = "GATEWAY_DNS_RFC2136_SERVER", help_heading = PROVIDER)]
     pub rfc2136_server: Option<String>,
@@ -289,38 +335,6 @@ pub struct ServeArgs {
     /// --provider dnsendpoint: the namespace the DNSEndpoint objects are written to.
     #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_DNSENDPOINT_NAMESPACE", help_heading = PROVIDER)]
     pub dnsendpoint_namespace: String,
-
-    /// Cluster source: only the holder of a coordination.k8s.io Lease writes DNS.
-    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_LEADER_ELECTION", help_heading = LEADER_ELECTION)]
-    pub leader_election: bool,
-    /// Namespace of the Lease.
-    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE", help_heading = LEADER_ELECTION)]
-    pub leader_election_namespace: String,
-    /// Name of the Lease.
-    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME", help_heading = LEADER_ELECTION)]
-    pub lease_name: String,
-
-    /// Plain-HTTP listener for /metrics and /healthz (`:PORT` listens on every address).
-    #[arg(
-        long,
-        // external-dns's name (it takes `:7979` too).
-        alias = "metrics-address",
-        default_value = "0.0.0.0:9090",
-        value_parser = parse_listen_address,
-        env = "GATEWAY_DNS_METRICS_LISTEN",
-        help_heading = OBSERVABILITY
-    )]
-    pub metrics_listen: Option<std::net::SocketAddr>,
-    /// Log level: error, warn, info, debug or trace (GATEWAY_DNS_LOG, a tracing filter such as
-    /// `info,gateway_dns::sync=debug`, takes precedence).
-    #[arg(long, default_value = "info", value_parser = parse_log_level, env = "GATEWAY_DNS_LOG_LEVEL", help_heading = OBSERVABILITY)]
-    pub log_level: String,
-    /// Log format: text, json, or auto (text on a terminal, JSON otherwise).
-    #[arg(long, value_enum, default_value = "auto", env = "GATEWAY_DNS_LOG_FORMAT", help_heading = OBSERVABILITY)]
-    pub log_format: LogFormat,
-
-    #[command(flatten, next_help_heading = "Engine (shared with check)")]
-    pub engine: EngineArgs,
 }
 
 /// `serve`'s exit status (ARCHITECTURE.md, "Stable interfaces").
@@ -498,6 +512,60 @@ Exit status:
   2  bad input: unreadable or invalid file, duplicate key, unknown Gateway API kind,
      bad flag value, or (with --kubeconfig) the cluster could not be read";
 
+/// `explain`'s exit status (ARCHITECTURE.md, "Stable interfaces"), in the manner of `check`'s.
+pub const EXPLAIN_EXIT_CODES: &str = "\
+Exit status:
+  0  the name resolves (a record of its own or a wildcard's) and no finding on it denies; for a
+     route: every name of the route is published and none of its findings denies
+  1  the name does not resolve, or a finding on it denies; for a route: a name is not
+     published, or a finding denies
+  2  bad input: not a DNS name, an unknown kind or route, unreadable or invalid files, bad
+     flag value, or the cluster or the DNS provider could not be read";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExplainOutput {
+    /// Sentences and indented lists, for a person.
+    Text,
+    /// The stable JSON documented in README.md.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A DNS name (`app.example.com`, `*.example.com`), or a route as KIND/NAME
+    /// (`httproute/web`, namespace from -n) or KIND/NAMESPACE/NAME (`HTTPRoute/apps/web`, as
+    /// `check` names routes). KIND is a route kind in any case, singular or plural.
+    #[arg(value_name = "NAME|KIND/NAME")]
+    pub target: String,
+    /// The route's namespace, with KIND/NAME (as kubectl's -n).
+    #[arg(
+        short = 'n',
+        value_name = "NAMESPACE",
+        default_value = "default",
+        env = "GATEWAY_DNS_NAMESPACE"
+    )]
+    pub route_namespace: String,
+    /// Read the objects from these files or directories (as `check` reads them) instead of the
+    /// cluster; with --kubeconfig, the files as if applied over the cluster's objects.
+    #[arg(long, value_name = "PATH", env = "GATEWAY_DNS_MANIFESTS")]
+    pub manifests: Vec<PathBuf>,
+    /// Read the cluster's objects (read-only) with this kubeconfig. Without it and without
+    /// --manifests: the in-cluster config, or KUBECONFIG.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
+    pub output: ExplainOutput,
+    /// The DNS provider to read the name's records from (list only, never a write); without
+    /// it the provider is not consulted. The embedded server lives in `serve`: ask it with dig.
+    #[arg(long, value_enum, env = "GATEWAY_DNS_PROVIDER", help_heading = PROVIDER)]
+    pub provider: Option<ProviderKind>,
+    #[command(flatten)]
+    pub provider_flags: ProviderArgs,
+    #[command(flatten, next_help_heading = "Engine (shared with check and serve)")]
+    pub engine: EngineArgs,
+}
+
 /// `certs`'s exit status.
 pub const CERTS_EXIT_CODES: &str = "\
 Exit status:
@@ -658,6 +726,15 @@ pub struct EngineArgs {
         env = "GATEWAY_DNS_SHARED_NAME"
     )]
     pub shared_names: Vec<String>,
+    /// off: any namespace may claim any name; namespace: a name belongs to the namespace of its
+    /// oldest route, and others may claim it only when that Namespace's annotation
+    /// gateway-dns.io/share-hostnames-with lists them (HostnameOwnedByOtherNamespace).
+    #[arg(long, default_value = "off", value_parser = ["off", "namespace"], env = "GATEWAY_DNS_HOSTNAME_OWNERSHIP")]
+    pub hostname_ownership: String,
+    /// A namespace without the annotation gateway-dns.io/allowed-hostnames may publish no name
+    /// (HostnameNotAllowedForNamespace); by default such a namespace is unrestricted.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES")]
+    pub require_allowed_hostnames: bool,
 }
 
 fn parse_cidrs(values: &[String]) -> Result<Vec<Cidr>, ConfigError> {
@@ -701,6 +778,8 @@ impl EngineArgs {
             allow_route_targets: self.allow_route_targets,
             zones: Vec::new(),
             shared_names: Config::parse_shared_names(&self.shared_names)?,
+            hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
+            require_allowed_hostnames: self.require_allowed_hostnames,
         })
     }
 }

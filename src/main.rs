@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(std::env::args_os()));
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
+        Command::Explain(args) => ExitCode::from(cmd::explain::run(&args)),
         Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
         Command::Completions(args) => ExitCode::from(cmd::completions::run(&args)),
         Command::Man(args) => ExitCode::from(cmd::man::run(&args)),

@@ -5,8 +5,10 @@
 pub mod certs;
 pub mod check;
 pub mod completions;
+pub mod explain;
 pub mod flags_doc;
 pub mod man;
+pub mod provider;
 pub mod serve;
 
 /// Exit codes of `check` (and `certs`, which fails with `EXIT_INPUT`).

@@ -10,9 +10,8 @@ use tokio::task::JoinSet;
 
 use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
-use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
-use crate::dns::{Provider, dnsendpoint, embedded, pdns, rfc2136, webhook};
+use crate::dns::{Provider, embedded, rfc2136};
 use crate::engine::Config;
 use crate::engine::settle::settle_all;
 use crate::findings::FindingsReport;
@@ -20,7 +19,6 @@ use crate::index::{Index, Snapshot};
 use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
-use crate::model::dns_name::canonical;
 use crate::net::ConnectionLimits;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
@@ -44,9 +42,12 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         bail!("--webhook=false and --sync=false leave nothing to run");
     }
     let cfg = Arc::new(
-        args.engine
-            .to_config()?
-            .with_zones(args.zones.iter().chain(&args.rfc2136_zones)),
+        args.engine.to_config()?.with_zones(
+            args.provider_flags
+                .zones
+                .iter()
+                .chain(&args.provider_flags.rfc2136_zones),
+        ),
     );
     let mut process = Process::new(Index::with_config(cfg.clone()));
     let source = start_source(&args, &cfg, &mut process).await?;
@@ -281,11 +282,11 @@ async fn build_syncer(
 ) -> Result<Arc<Syncer>> {
     let zones = zones_for(args, source.initial.as_ref())?;
     let provider = provider_for(args, &zones).await?;
-    let mut sync_config = SyncConfig::new(args.txt_owner_id.clone(), zones.clone());
+    let mut sync_config = SyncConfig::new(args.provider_flags.txt_owner_id.clone(), zones.clone());
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     sync_config.interval = args.interval;
     sync_config.dry_run = args.dry_run;
-    sync_config.txt_wildcard_replacement = args.txt_wildcard_replacement.clone();
+    sync_config.txt_wildcard_replacement = args.provider_flags.txt_wildcard_replacement.clone();
     let mut syncer = Syncer::new(
         provider,
         Arc::new(EngineDesired::new(process.index.clone())),
@@ -460,14 +461,7 @@ pub fn write_gate(
 /// The managed zones: `--zone`, or for the embedded server alone, inferred from the records the
 /// manifests would publish (so the local quick start needs no flags).
 fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>> {
-    let mut zones: Vec<String> = args
-        .zones
-        .iter()
-        .chain(&args.rfc2136_zones)
-        .map(|z| canonical(z.trim()).into_owned())
-        .collect();
-    zones.sort();
-    zones.dedup();
+    let zones = super::provider::zones(&args.provider_flags);
     if !zones.is_empty() {
         return Ok(zones);
     }
@@ -523,80 +517,14 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
             Arc::new(server)
         }
-        ProviderKind::Rfc2136 => {
-            let server: rfc2136::ServerAddress = match (&args.rfc2136_server, &args.rfc2136_host) {
-                (Some(server), _) => server
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
-                // external-dns's pair of flags, checked as one address.
-                (None, Some(host)) => {
-                    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
-                    let port = args.rfc2136_port.unwrap_or(53);
-                    let joined = if host.contains(':') {
-                        format!("[{host}]:{port}")
-                    } else {
-                        format!("{host}:{port}")
-                    };
-                    joined
-                        .parse()
-                        .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
-                }
-                (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
-            };
-            let tsig = match &args.rfc2136_tsig_key_name {
-                None => None,
-                Some(name) => {
-                    let algorithm = args
-                        .rfc2136_tsig_algorithm
-                        .parse()
-                        .map_err(|e| anyhow::anyhow!("--rfc2136-tsig-algorithm: {e}"))?;
-                    let secret = SecretSource::pick(
-                        args.rfc2136_tsig_secret_file.clone(),
-                        rfc2136::TSIG_SECRET_ENV,
-                    );
-                    Some(
-                        rfc2136::TsigKey::load(name, algorithm, &secret)
-                            .context("loading the TSIG key")?,
-                    )
-                }
-            };
-            let config = rfc2136::Rfc2136Config::new(server, zones.to_vec(), tsig);
-            Arc::new(rfc2136::Rfc2136Provider::new(config)?)
-        }
-        ProviderKind::Pdns => {
-            let Some(url) = &args.pdns_server else {
-                bail!("--provider pdns needs --pdns-server URL (e.g. http://127.0.0.1:8081)");
-            };
-            let key = SecretSource::pick(args.pdns_api_key_file.clone(), pdns::API_KEY_ENV);
-            let config = pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
-                .context("loading the PowerDNS API key")?;
-            Arc::new(pdns::PdnsProvider::new(config)?)
-        }
-        ProviderKind::Webhook => {
-            let Some(url) = &args.webhook_provider_url else {
-                bail!(
-                    "--provider webhook needs --webhook-provider-url URL (e.g. http://127.0.0.1:8888)"
-                );
-            };
-            let config = webhook::WebhookConfig::new(url.clone(), zones.to_vec());
-            Arc::new(
-                webhook::WebhookProvider::connect(config)
-                    .await
-                    .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
+        kind => {
+            super::provider::reader_writer(
+                kind,
+                &args.provider_flags,
+                args.kubeconfig.as_deref(),
+                zones,
             )
-        }
-        ProviderKind::Dnsendpoint => {
-            let client = kube::client(args.kubeconfig.as_deref())
-                .await
-                .context("--provider dnsendpoint writes to the cluster")?;
-            let registry = TxtRegistry::new(args.txt_owner_id.clone())
-                .with_wildcard_replacement(args.txt_wildcard_replacement.clone());
-            Arc::new(dnsendpoint::DnsEndpointProvider::new(
-                client,
-                &args.dnsendpoint_namespace,
-                registry,
-                zones.to_vec(),
-            )?)
+            .await?
         }
     })
 }

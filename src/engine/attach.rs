@@ -215,6 +215,9 @@ struct Attached<'w> {
     parent_index: u32,
     origin: Arc<Origin>,
     listeners: Vec<&'w Listener>,
+    /// The parent's other candidate listeners, each with why it refuses the route (kept for
+    /// explanations; empty, so without an allocation, when every candidate accepts).
+    refused: Vec<(&'w Listener, String)>,
 }
 
 /// Requested hostnames (spec and annotation), validated.
@@ -427,7 +430,7 @@ fn attach_parent<'w, W: World>(
         ));
         return None;
     }
-    let mut refusals = Vec::new();
+    let mut refused: Vec<(&Listener, String)> = Vec::new();
     let status_only = cfg.attachment == AttachmentMode::Status && listener_set.is_some();
     let accepted: Vec<&Listener> = candidates
         .into_iter()
@@ -435,13 +438,14 @@ fn attach_parent<'w, W: World>(
             |l| match listener_refusal(world, l, owner_ns, route, status_only) {
                 None => true,
                 Some(why) => {
-                    refusals.push(why);
+                    refused.push((l, why));
                     false
                 }
             },
         )
         .collect();
     if accepted.is_empty() {
+        let refusals: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
         findings.push(finding(
             Reason::NotAllowedByListeners,
             None,
@@ -470,6 +474,7 @@ fn attach_parent<'w, W: World>(
         parent_index: field_index(index),
         origin,
         listeners: accepted,
+        refused,
     })
 }
 
@@ -709,6 +714,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             ));
         }
     }
+    super::ownership::keep_allowed_claims(world, cfg, route, &mut claims, &mut findings);
     claims.retain(|c| !c.origin.targets.is_empty());
     claims.sort();
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
@@ -989,6 +995,103 @@ pub fn attachments<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<List
                 hostnames,
             });
         }
+    }
+    out
+}
+
+/// What one listener of a parent makes of a route (for explanations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerVerdict {
+    pub name: String,
+    /// The listener's hostname; None serves any name.
+    pub hostname: Option<String>,
+    /// Why the listener refuses the route; None when it takes it.
+    pub refusal: Option<String>,
+    /// The names the route gets on this listener (intersections; for a route without
+    /// hostnames, the listener's own hostname); empty on a refusing listener.
+    pub hostnames: Vec<String>,
+}
+
+/// One `spec.parentRefs[index]` of a route as the engine resolved it (for explanations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentVerdict {
+    pub index: usize,
+    /// `Kind/namespace/name` of the parent the reference names.
+    pub parent: String,
+    pub section_name: Option<String>,
+    pub port: Option<i32>,
+    /// Where names published through this parent point; None when the route does not attach
+    /// through it (the route's findings on `spec.parentRefs[index]` say why).
+    pub origin: Option<Arc<Origin>>,
+    /// The candidate listeners (after sectionName and port), taking or refusing the route.
+    pub listeners: Vec<ListenerVerdict>,
+}
+
+/// The route's requested hostnames (spec and annotation, valid ones, canonical) with the field
+/// each came from, as the engine reads them under `cfg`.
+pub fn requested_names(cfg: &Config, route: &Route) -> Vec<(String, NameSource)> {
+    let mut scratch = Vec::new();
+    requested_hostnames(cfg, route, &mut scratch)
+        .hosts
+        .into_iter()
+        .map(|(name, source)| (name.into_owned(), source))
+        .collect()
+}
+
+/// Each parentRef of a route: attached or not, through which listeners, refused by which and
+/// why — the same resolution [`evaluate_route`] makes.
+pub fn parent_verdicts<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<ParentVerdict> {
+    let mut scratch = Vec::new();
+    let requested = requested_hostnames(cfg, route, &mut scratch);
+    let served = |listener: &Listener| -> Vec<String> {
+        let mut hostnames: Vec<String> = if requested.any_written {
+            requested
+                .hosts
+                .iter()
+                .filter_map(|(h, _)| intersect(listener.hostname.as_deref(), Some(h)).flatten())
+                .map(str::to_owned)
+                .collect()
+        } else {
+            listener.hostname.iter().map(|h| h.to_string()).collect()
+        };
+        hostnames.sort();
+        hostnames.dedup();
+        hostnames
+    };
+    let mut out = Vec::with_capacity(route.parent_refs.len());
+    for (index, parent_ref) in route.parent_refs.iter().enumerate() {
+        let kind = parent_ref
+            .target_kind()
+            .map_or_else(|| parent_ref.kind.to_string(), |k| k.kind().to_owned());
+        let mut verdict = ParentVerdict {
+            index,
+            parent: format!("{kind}/{}/{}", parent_ref.namespace, parent_ref.name),
+            section_name: parent_ref.section_name.as_deref().map(str::to_owned),
+            port: parent_ref.port,
+            origin: None,
+            listeners: Vec::new(),
+        };
+        if let Some(attached) = attach_parent(world, cfg, route, index, parent_ref, &mut scratch) {
+            verdict
+                .listeners
+                .extend(attached.listeners.iter().map(|l| ListenerVerdict {
+                    name: l.name.to_string(),
+                    hostname: l.hostname.as_deref().map(str::to_owned),
+                    refusal: None,
+                    hostnames: served(l),
+                }));
+            verdict
+                .listeners
+                .extend(attached.refused.iter().map(|(l, why)| ListenerVerdict {
+                    name: l.name.to_string(),
+                    hostname: l.hostname.as_deref().map(str::to_owned),
+                    refusal: Some(why.clone()),
+                    hostnames: Vec::new(),
+                }));
+            verdict.listeners.sort_by(|a, b| a.name.cmp(&b.name));
+            verdict.origin = Some(attached.origin);
+        }
+        out.push(verdict);
     }
     out
 }

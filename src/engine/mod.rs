@@ -4,8 +4,10 @@
 
 pub mod attach;
 pub mod cidr;
+pub mod explain;
 pub mod grace;
 pub mod hostname;
+pub mod ownership;
 pub mod selector;
 pub mod settle;
 mod world;
@@ -19,6 +21,7 @@ use std::time::Duration;
 use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::evaluate_route;
+pub use ownership::HostnameOwnership;
 pub use settle::{Outcome, Record};
 pub use world::{
     Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
@@ -108,13 +111,15 @@ pub enum Reason {
     InheritedWildcardHostname,
     TooManyHostnames,
     TooManyParentRefs,
+    HostnameOwnedByOtherNamespace,
+    HostnameNotAllowedForNamespace,
     RouteTargetNotAllowed,
     CnameNotAllowed,
     TtlConflict,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 17] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -127,6 +132,8 @@ impl Reason {
         Reason::InheritedWildcardHostname,
         Reason::TooManyHostnames,
         Reason::TooManyParentRefs,
+        Reason::HostnameOwnedByOtherNamespace,
+        Reason::HostnameNotAllowedForNamespace,
         Reason::RouteTargetNotAllowed,
         Reason::CnameNotAllowed,
         Reason::TtlConflict,
@@ -149,6 +156,8 @@ impl Reason {
             Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
             Reason::CnameNotAllowed => "CnameNotAllowed",
             Reason::TtlConflict => "TtlConflict",
+            Reason::HostnameOwnedByOtherNamespace => "HostnameOwnedByOtherNamespace",
+            Reason::HostnameNotAllowedForNamespace => "HostnameNotAllowedForNamespace",
         }
     }
 
@@ -160,6 +169,8 @@ impl Reason {
             | Reason::NotAllowedByListeners
             | Reason::TooManyHostnames
             | Reason::TooManyParentRefs
+            | Reason::HostnameOwnedByOtherNamespace
+            | Reason::HostnameNotAllowedForNamespace
             | Reason::RouteTargetNotAllowed => Action::Deny,
             _ => Action::Warn,
         }
@@ -181,7 +192,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, RouteTargetNotAllowed, CnameNotAllowed, TtlConflict",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, HostnameOwnedByOtherNamespace, HostnameNotAllowedForNamespace, RouteTargetNotAllowed, CnameNotAllowed, TtlConflict",
             })
     }
 }
@@ -330,6 +341,11 @@ pub struct Config {
     /// `*.suffix` for every name below suffix), canonical: they publish the union of their
     /// claims' targets and never conflict (ARCHITECTURE.md, "Names shared on purpose").
     pub shared_names: Vec<String>,
+    /// Whether a hostname belongs to the namespace of its oldest route (ARCHITECTURE.md,
+    /// "Namespaces and hostnames").
+    pub hostname_ownership: HostnameOwnership,
+    /// A namespace without the allowed-hostnames annotation may publish nothing.
+    pub require_allowed_hostnames: bool,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -359,6 +375,8 @@ impl Default for Config {
             allow_route_targets: true,
             zones: Vec::new(),
             shared_names: Vec::new(),
+            hostname_ownership: HostnameOwnership::Off,
+            require_allowed_hostnames: false,
         }
     }
 }

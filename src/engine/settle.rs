@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::ownership;
 use super::world::{Claim, Finding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::model::{Address, RecordType, Route};
@@ -72,19 +73,77 @@ pub fn route_ref(route: &Route) -> String {
 /// Oldest route first (creationTimestamp; objects without one count as newest), then
 /// namespace/name, then Gateway namespace/name: a total order, so a result never flaps.
 pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
+    precedence_deciding(a, b).0
+}
+
+/// The key of [`precedence`] that orders two claims (the first that differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PrecedenceKey {
+    /// The older route comes first (a route without a creationTimestamp counts as newest).
+    CreationTimestamp,
+    Namespace,
+    Name,
+    Kind,
+    Gateway,
+    ListenerSet,
+    /// The two claims are the same.
+    Equal,
+}
+
+impl PrecedenceKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrecedenceKey::CreationTimestamp => "creationTimestamp",
+            PrecedenceKey::Namespace => "namespace",
+            PrecedenceKey::Name => "name",
+            PrecedenceKey::Kind => "kind",
+            PrecedenceKey::Gateway => "gateway",
+            PrecedenceKey::ListenerSet => "listenerSet",
+            PrecedenceKey::Equal => "equal",
+        }
+    }
+}
+
+/// [`precedence`] with the key that decided it, so an explanation names the very comparison
+/// the sync loop makes.
+pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceKey) {
     let created = |c: &Claimant| (c.route.meta.created.is_none(), c.route.meta.created);
-    created(a)
-        .cmp(&created(b))
-        .then_with(|| a.route.meta.namespace.cmp(&b.route.meta.namespace))
-        .then_with(|| a.route.meta.name.cmp(&b.route.meta.name))
-        .then_with(|| a.route.kind.cmp(&b.route.kind))
-        .then_with(|| a.claim.origin.gateway.cmp(&b.claim.origin.gateway))
-        .then_with(|| {
+    // Compared lazily, key by key: the webhook sorts incumbents on every review.
+    let decided = |order: Ordering, key| order.is_ne().then_some((order, key));
+    decided(
+        created(a).cmp(&created(b)),
+        PrecedenceKey::CreationTimestamp,
+    )
+    .or_else(|| {
+        decided(
+            a.route.meta.namespace.cmp(&b.route.meta.namespace),
+            PrecedenceKey::Namespace,
+        )
+    })
+    .or_else(|| {
+        decided(
+            a.route.meta.name.cmp(&b.route.meta.name),
+            PrecedenceKey::Name,
+        )
+    })
+    .or_else(|| decided(a.route.kind.cmp(&b.route.kind), PrecedenceKey::Kind))
+    .or_else(|| {
+        decided(
+            a.claim.origin.gateway.cmp(&b.claim.origin.gateway),
+            PrecedenceKey::Gateway,
+        )
+    })
+    .or_else(|| {
+        decided(
             a.claim
                 .origin
                 .listener_set
-                .cmp(&b.claim.origin.listener_set)
-        })
+                .cmp(&b.claim.origin.listener_set),
+            PrecedenceKey::ListenerSet,
+        )
+    })
+    .unwrap_or((Ordering::Equal, PrecedenceKey::Equal))
 }
 
 /// Every claim on `name`, in precedence order.
@@ -363,15 +422,26 @@ fn settle_claimed_name<W: World>(
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
     let cfg = world.config();
-    let settlement = settle(cfg, name, claimants_among(world, name, ids));
+    let mut claims = claimants_among(world, name, ids);
+    // Ownership before conflicts: a claim from a namespace that may not have the name is no
+    // contender for it (ARCHITECTURE.md, "Namespaces and hostnames").
+    let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
+    let settlement = settle(cfg, name, claims);
     let records = records_for(cfg, &settlement);
     let mut violations = shared_cname_violations(world, &settlement, &records);
     violations.extend(ttl_violations(world, &settlement));
-    violations.extend(settlement.losers.into_iter().map(|(c, message)| {
+    let losers = settlement
+        .losers
+        .into_iter()
+        .map(|(c, message)| (Reason::HostnameConflict, c, message));
+    let taken = taken
+        .into_iter()
+        .map(|(c, message)| (Reason::HostnameOwnedByOtherNamespace, c, message));
+    violations.extend(losers.chain(taken).map(|(reason, c, message)| {
         violation_parts(
             world,
             c.route,
-            Reason::HostnameConflict,
+            reason,
             Some(name.to_owned()),
             c.claim.source.field(),
             message,
@@ -529,8 +599,9 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outco
     }
 }
 
-/// Conflicts of a route under review (the newcomer), evaluated against a world that does not
-/// need to contain it: it never displaces an incumbent, whatever the ages. Claims by the route's
+/// Conflicts of a route under review (the newcomer), and names it would take from the namespace
+/// that owns them, evaluated against a world that does not need to contain it: it never
+/// displaces an incumbent, whatever the ages. Claims by the route's
 /// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
 pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Violation> {
     // The route's own earlier version (same key) is not an incumbent.
@@ -564,6 +635,21 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
             }
         }
         incumbents.sort_by(precedence);
+        // Incumbents that lose the name to its owner namespace are no reference; a newcomer
+        // outside the owner's namespaces is refused the name whatever it resolves to.
+        if let Some(owner) = ownership::owner_refusing(world, route, name, &mut incumbents) {
+            for claim in &own {
+                out.push(violation_parts(
+                    world,
+                    route,
+                    Reason::HostnameOwnedByOtherNamespace,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(),
+                    ownership::owned_message(name, &owner, &route.meta.namespace),
+                ));
+            }
+            continue;
+        }
         let Some(reference) = incumbents.first().or(own.first()).copied() else {
             continue;
         };

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use super::review::{
     AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, ReviewObject, Verdict,
 };
+use crate::engine::ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
 use crate::engine::settle::{self, newcomer_conflicts, route_ref};
 use crate::engine::{Action, Reason, Violation, World, evaluate_route};
 use crate::index::{Index, Snapshot};
 use crate::metrics::{EvaluationErrorKind, Metrics};
-use crate::model::{Object, ObjectKind, Route};
+use crate::model::{Namespace, Object, ObjectKey, ObjectKind, Route};
 
 /// A route decided inline has at most this many hostnames (spec plus annotation entries)...
 const QUICK_MAX_HOSTNAMES: usize = 32;
@@ -27,7 +28,7 @@ fn is_small_route(route: &Route) -> bool {
         && route.hostnames.len() + annotated <= QUICK_MAX_HOSTNAMES
 }
 
-/// Most routes a Gateway/ListenerSet warning names before it only counts the rest.
+/// Most routes a Gateway, ListenerSet or Namespace warning names before it only counts the rest.
 const MAX_NAMED_ROUTES: usize = 10;
 
 /// The answer for one AdmissionReview request.
@@ -117,7 +118,12 @@ pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
             decide_route(snap, route, old_route)
         }
         Object::Gateway(_) | Object::ListenerSet(_) => decide_parent(snap, object.clone()),
-        Object::Namespace(_) => Decision::allow(),
+        Object::Namespace(namespace) => match old {
+            Some(Object::Namespace(old)) if operation == Operation::Update => {
+                decide_namespace(snap, namespace, old)
+            }
+            _ => Decision::allow(),
+        },
     }
 }
 
@@ -243,10 +249,19 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
             }
         }
     }
+    Decision {
+        allowed: true,
+        warnings: limited_warnings(&lines),
+        ..Decision::default()
+    }
+}
+
+/// The warning lines about at most [`MAX_NAMED_ROUTES`] routes, then how many more there are.
+fn limited_warnings(lines: &[RouteWarning]) -> Vec<String> {
     let routes: BTreeSet<&str> = lines.iter().map(|w| w.route.as_str()).collect();
     let mut warnings = Vec::new();
     let mut named = BTreeSet::new();
-    for warning in &lines {
+    for warning in lines {
         if named.len() == MAX_NAMED_ROUTES && !named.contains(warning.route.as_str()) {
             continue;
         }
@@ -262,9 +277,76 @@ fn decide_parent(snap: &Snapshot, object: Object) -> Decision {
             routes.len() - named.len()
         ));
     }
+    warnings
+}
+
+/// A Namespace change is never denied. When it changes the annotations that decide which names
+/// its routes may publish and share, warn about every route (in it, or sharing its names) that
+/// would stop publishing a name (ARCHITECTURE.md, "Namespaces and hostnames").
+fn decide_namespace(snap: &Snapshot, namespace: &Arc<Namespace>, old: &Namespace) -> Decision {
+    let changed = [ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION]
+        .into_iter()
+        .any(|key| namespace.meta.annotations.get(key) != old.meta.annotations.get(key));
+    if !changed {
+        return Decision::allow();
+    }
+    let key = ObjectKey::new(ObjectKind::Namespace, "", &namespace.meta.name);
+    let next = snap.with_applied(Object::Namespace(namespace.clone()));
+    // The routes of the namespace, and every route claiming one of their names: sharing (or no
+    // longer sharing) a name changes who keeps it.
+    let own = snap.affected_routes(&key);
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    for id in &own {
+        if let Some(entry) = snap.route(id) {
+            names.extend(entry.eval.names());
+        }
+    }
+    let mut lines: Vec<RouteWarning> = Vec::new();
+    for name in names {
+        let publishers = |records: &[settle::Record]| -> BTreeSet<String> {
+            records
+                .iter()
+                .flat_map(|record| record.routes.iter().cloned())
+                .collect()
+        };
+        let (records_before, _) = settle::settle_name(snap, name);
+        let (records_after, violations_after) = settle::settle_name(&next, name);
+        let after = publishers(&records_after);
+        for route_name in publishers(&records_before).difference(&after) {
+            // Why it would stop: the name's settlement, or the route's own evaluation.
+            let cross_route = violations_after
+                .iter()
+                .find(|v| v.object == *route_name)
+                .map(|v| (v.reason, v.message.as_str()));
+            let own_finding = || {
+                snap.claimants(name)
+                    .iter()
+                    .filter_map(|id| next.route(id))
+                    .find(|entry| route_ref(&entry.route) == *route_name)
+                    .and_then(|entry| {
+                        entry
+                            .eval
+                            .findings
+                            .iter()
+                            .find(|f| f.hostname.as_deref() == Some(name))
+                    })
+                    .map(|f| (f.reason, &*f.message))
+            };
+            let (reason, why) = cross_route.or_else(own_finding).unwrap_or((
+                Reason::HostnameNotAllowedForNamespace,
+                "the Namespace's hostname annotations change",
+            ));
+            lines.push(RouteWarning {
+                route: route_name.clone(),
+                reason,
+                line: format!("{reason}: {route_name} would no longer publish {name}: {why}"),
+            });
+        }
+    }
+    lines.sort_by(|a, b| a.route.cmp(&b.route));
     Decision {
         allowed: true,
-        warnings,
+        warnings: limited_warnings(&lines),
         ..Decision::default()
     }
 }

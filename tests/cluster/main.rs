@@ -7,11 +7,13 @@ mod support;
 
 mod api;
 mod check;
+mod explain;
 mod faults;
 mod findings;
 mod helm;
 mod leader;
 mod lease;
+mod ownership;
 mod peer;
 mod rbac;
 mod replicas;

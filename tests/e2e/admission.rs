@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gateway_dns::engine::Config;
+use gateway_dns::engine::{Config, HostnameOwnership};
 use gateway_dns::index::Index;
 use gateway_dns::metrics::Metrics;
 use gateway_dns::webhook::decide::EngineHandler;
@@ -18,16 +18,20 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn index_of(dir: &Path) -> Index {
+fn index_of(dir: &Path, cfg: Config) -> Index {
     let loaded = gateway_dns::source::files::load_paths(&[dir.to_path_buf()])
         .expect("fixture cluster loads");
-    let index = Index::with_config(Arc::new(Config::default()));
+    let index = Index::with_config(Arc::new(cfg));
     index.replace_all(loaded.into_iter().map(|l| l.object).collect());
     index
 }
 
 async fn webhook_for(cluster: &Path) -> (TestWebhook, Index) {
-    let index = index_of(cluster);
+    webhook_with(cluster, Config::default()).await
+}
+
+async fn webhook_with(cluster: &Path, cfg: Config) -> (TestWebhook, Index) {
+    let index = index_of(cluster, cfg);
     let handler = Arc::new(EngineHandler::new(index.clone(), Arc::new(Metrics::new())));
     (
         TestWebhook::start(handler, WebhookOptions::default()).await,
@@ -253,6 +257,24 @@ const CASES: &[(&str, Expect)] = &[
             warn: &["NoMatchingListenerHostname"],
         },
     ),
+    // A Namespace's domains: a name outside them is denied...
+    (
+        "hostname-not-allowed-for-namespace",
+        Expect {
+            allowed: false,
+            deny: &["HostnameNotAllowedForNamespace"],
+            warn: &[],
+        },
+    ),
+    // ...and narrowing them is never denied; it names the routes that would lose names.
+    (
+        "namespace-update-unpublishes",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["HostnameNotAllowedForNamespace"],
+        },
+    ),
     // Oversized routes are denied without being expanded.
     (
         "too-many-hostnames",
@@ -352,6 +374,42 @@ async fn denial_messages_name_the_incumbent_and_what_to_do() {
             "{route} in {warnings}"
         );
     }
+    webhook.stop().await;
+}
+
+#[tokio::test]
+async fn hostname_ownership_denies_the_newcomer_naming_the_owner_over_https() {
+    let fixtures = root().join("tests/fixtures/admission");
+    let review = read_review(&fixtures.join("reviews/hostname-owned-by-other-namespace.json"));
+    let owned = Config {
+        hostname_ownership: HostnameOwnership::Namespace,
+        ..Config::default()
+    };
+    let (webhook, _index) = webhook_with(&fixtures, owned).await;
+    let (status, body) = webhook.connect().await.post_review(&review).await;
+    let expect = Expect {
+        allowed: false,
+        deny: &["HostnameOwnedByOtherNamespace"],
+        warn: &[],
+    };
+    check_response("ownership", status, &body, "u-owned", &expect);
+    let cause = &body["response"]["status"]["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec.hostnames[0]");
+    assert_eq!(
+        cause["message"],
+        "app.example.com belongs to namespace apps, where HTTPRoute apps/web claimed it first; \
+         use another hostname, or ask the owners of apps to add team-b to its Namespace \
+         annotation gateway-dns.io/share-hostnames-with"
+    );
+    webhook.stop().await;
+    // Off (the default), the same route on the owner's own Gateway is no ownership matter
+    // (it still meets the older conflict on app.example.com through infra/other).
+    let (webhook, _index) = webhook_for(&fixtures).await;
+    let (_, body) = webhook.connect().await.post_review(&review).await;
+    assert!(
+        !body.to_string().contains("HostnameOwnedByOtherNamespace"),
+        "{body}"
+    );
     webhook.stop().await;
 }
 

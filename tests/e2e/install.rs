@@ -504,7 +504,25 @@ fn check_installation(install: &Install, expect_failure_policy: &str) {
         "{origin}: gateway-dns answers (--admission-deadline) before the API server gives up"
     );
     let rules = hook.rules.as_deref().unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{origin}: one rule");
+    assert_eq!(rules.len(), 2, "{origin}: Gateway API kinds and Namespaces");
+    let namespaces = &rules[1];
+    assert_eq!(
+        (
+            namespaces.api_groups.as_deref(),
+            namespaces.api_versions.as_deref(),
+            namespaces.operations.as_deref(),
+            namespaces.resources.as_deref(),
+            namespaces.scope.as_deref(),
+        ),
+        (
+            Some(&[String::new()][..]),
+            Some(&["v1".to_string()][..]),
+            Some(&["UPDATE".to_string()][..]),
+            Some(&["namespaces".to_string()][..]),
+            Some("Cluster"),
+        ),
+        "{origin}: Namespace UPDATEs are reviewed (their hostname annotations)"
+    );
     let rule = &rules[0];
     assert_eq!(
         rule.api_groups.as_deref(),
@@ -632,9 +650,12 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
         ("--tls-key", serve.tls_key.as_ref()),
         (
             "--rfc2136-tsig-secret-file",
-            serve.rfc2136_tsig_secret_file.as_ref(),
+            serve.provider_flags.rfc2136_tsig_secret_file.as_ref(),
         ),
-        ("--pdns-api-key-file", serve.pdns_api_key_file.as_ref()),
+        (
+            "--pdns-api-key-file",
+            serve.provider_flags.pdns_api_key_file.as_ref(),
+        ),
     ];
     let install_doc = std::fs::read_to_string(repo().join("docs/install.md")).unwrap_or_default();
     for (flag, path) in files
@@ -663,27 +684,32 @@ fn check_dns(install: &Install, serve: &ServeArgs) {
     let ports = container.ports.as_deref().unwrap_or_default();
     if serve.sync {
         assert!(
-            !serve.zones.is_empty() || !serve.rfc2136_zones.is_empty(),
+            !serve.provider_flags.zones.is_empty()
+                || !serve.provider_flags.rfc2136_zones.is_empty(),
             "{origin}: in a cluster the zones cannot be inferred: set --zone"
         );
         match serve.provider {
             gateway_dns::cli::ProviderKind::Rfc2136 => {
-                assert!(serve.rfc2136_server.is_some(), "{origin}: --rfc2136-server");
                 assert!(
-                    serve.rfc2136_tsig_key_name.is_some()
-                        && serve.rfc2136_tsig_secret_file.is_some(),
+                    serve.provider_flags.rfc2136_server.is_some(),
+                    "{origin}: --rfc2136-server"
+                );
+                assert!(
+                    serve.provider_flags.rfc2136_tsig_key_name.is_some()
+                        && serve.provider_flags.rfc2136_tsig_secret_file.is_some(),
                     "{origin}: TSIG key and secret file"
                 );
             }
             gateway_dns::cli::ProviderKind::Pdns => {
                 assert!(
-                    serve.pdns_server.is_some() && serve.pdns_api_key_file.is_some(),
+                    serve.provider_flags.pdns_server.is_some()
+                        && serve.provider_flags.pdns_api_key_file.is_some(),
                     "{origin}: PowerDNS URL and API key file"
                 );
             }
             gateway_dns::cli::ProviderKind::Webhook => {
                 assert!(
-                    serve.webhook_provider_url.is_some(),
+                    serve.provider_flags.webhook_provider_url.is_some(),
                     "{origin}: --webhook-provider-url"
                 );
             }
@@ -1516,7 +1542,13 @@ async fn troubleshooting_shows_the_messages_the_webhook_really_sends() {
         )),
         "docs/troubleshooting.md shows kubectl's denial line with the webhook's name {webhook_name}"
     );
-    let mut deployed = Deployed::start(&install, certs_for_service(&install));
+    // Hostname ownership is off by default; the page shows its message as an installation that
+    // turned it on sees it (every other example is about routes of one namespace, unchanged).
+    let ownership = Adaptation {
+        extra_args: vec!["--hostname-ownership=namespace".to_owned()],
+        ..Adaptation::default()
+    };
+    let mut deployed = Deployed::start_with(&install, certs_for_service(&install), ownership);
     deployed.wait_ready(&install).await;
     let mut stale = Vec::new();
     for reason in Reason::ALL {
@@ -1772,9 +1804,17 @@ fn docs_name_only_flags_and_exit_codes_the_binary_has() {
     let check = declared_exit_codes("check");
     let serve = declared_exit_codes("serve");
     let certs = declared_exit_codes("certs");
+    let explain = declared_exit_codes("explain");
     assert_eq!(check, BTreeSet::from([0, 1, 2]));
     assert_eq!(serve, BTreeSet::from([0, 1, 2, 3]));
-    let all: BTreeSet<u8> = check.iter().chain(&serve).chain(&certs).copied().collect();
+    assert_eq!(explain, BTreeSet::from([0, 1, 2]));
+    let all: BTreeSet<u8> = check
+        .iter()
+        .chain(&serve)
+        .chain(&certs)
+        .chain(&explain)
+        .copied()
+        .collect();
     let mut spelled_out = Vec::new();
     for (page, text) in &pages {
         let flat = text.replace('\n', " ");
@@ -2188,7 +2228,7 @@ async fn bind_overlay_configuration_publishes_to_a_real_bind() {
         return;
     };
     let serve = parse_serve_args(&effective_args(&install), &install.origin);
-    let bind = crate::support::bind::Bind::start(&serve.zones[0], "");
+    let bind = crate::support::bind::Bind::start(&serve.provider_flags.zones[0], "");
     // The test server's address and key name; everything else is the overlay's.
     let env_overrides = BTreeMap::from([
         ("GATEWAY_DNS_RFC2136_SERVER".into(), bind.addr().to_string()),
@@ -2199,7 +2239,11 @@ async fn bind_overlay_configuration_publishes_to_a_real_bind() {
     ]);
     once_publishes(
         &install,
-        serve.rfc2136_tsig_secret_file.as_ref().unwrap(),
+        serve
+            .provider_flags
+            .rfc2136_tsig_secret_file
+            .as_ref()
+            .unwrap(),
         crate::support::bind::SECRET,
         env_overrides,
         bind.addr(),
@@ -2212,10 +2256,10 @@ async fn powerdns_overlay_configuration_publishes_through_a_real_powerdns() {
         return;
     };
     let serve = parse_serve_args(&effective_args(&install), &install.origin);
-    let pdns = crate::support::pdns::Pdns::start(&serve.zones[0], &[]);
+    let pdns = crate::support::pdns::Pdns::start(&serve.provider_flags.zones[0], &[]);
     once_publishes(
         &install,
-        serve.pdns_api_key_file.as_ref().unwrap(),
+        serve.provider_flags.pdns_api_key_file.as_ref().unwrap(),
         crate::support::pdns::API_KEY,
         BTreeMap::from([("GATEWAY_DNS_PDNS_SERVER".into(), pdns.api_url())]),
         pdns.dns_addr(),

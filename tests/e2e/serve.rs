@@ -115,6 +115,122 @@ async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
     assert_eq!(b2["allowed"], true, "{b2}");
 }
 
+/// Two teams on two Gateways: team-a's route is the oldest claim on shop.example.com; team-b
+/// (whose domains are `*.b.example.com`) claims it too, through the other Gateway.
+const TEAMS_CLUSTER: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-b
+  annotations: {gateway-dns.io/allowed-hostnames: "*.b.example.com, shop.example.com"}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: east, namespace: infra}
+spec:
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+status: {addresses: [{type: IPAddress, value: 192.0.2.1}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: west, namespace: infra}
+spec:
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+status: {addresses: [{type: IPAddress, value: 192.0.2.2}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: site, namespace: team-a, creationTimestamp: "2026-05-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: east, namespace: infra}]
+  hostnames: [shop.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: takeover, namespace: team-b, creationTimestamp: "2026-05-02T00:00:00Z"}
+spec:
+  parentRefs: [{name: west, namespace: infra}]
+  hostnames: [shop.example.com, www.b.example.com, api.example.com]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_namespaces_records_never_move_and_names_outside_a_namespaces_domains_stay_unpublished()
+ {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("cluster");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let cluster = manifests.join("cluster.yaml");
+    std::fs::write(&cluster, TEAMS_CLUSTER).unwrap();
+    let (https, dns, metrics) = (free_port(), free_port(), free_port());
+    // `exclude` would publish a contested name nowhere: only ownership keeps team-a's record.
+    let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["serve", "--manifests"])
+        .arg(&manifests)
+        .args(["--listen", &format!("127.0.0.1:{https}")])
+        .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .args(["--zone", "example.com"])
+        .args(["--hostname-ownership", "namespace"])
+        .args(["--conflict-resolution", "exclude"])
+        .arg("--local-ca-out")
+        .arg(work.path().join("certs/ca.crt"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _serve = Serve { child };
+
+    wait_until(
+        "www.b.example.com resolves",
+        Duration::from_secs(30),
+        || answer(dns, "www.b.example.com") == ["192.0.2.2"],
+    );
+    assert_eq!(answer(dns, "shop.example.com"), ["192.0.2.1"]);
+    let api = dig::query(([127, 0, 0, 1], dns).into(), "api.example.com", "A", false);
+    assert_eq!(
+        (api.status.as_str(), api.data("A")),
+        ("NXDOMAIN", vec![]),
+        "outside team-b's domains: never published"
+    );
+
+    // team-b tries again, through a second route on the owner's own Gateway (where DNS would
+    // not even change); the owner's record stays where it is through every pass that follows.
+    let more = TEAMS_CLUSTER.to_owned()
+        + r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: again, namespace: team-b, creationTimestamp: "2026-05-03T00:00:00Z"}
+spec:
+  parentRefs: [{name: east, namespace: infra}]
+  hostnames: [shop.example.com, new.b.example.com]
+"#;
+    std::fs::write(&cluster, more).unwrap();
+    wait_until(
+        "new.b.example.com resolves",
+        Duration::from_secs(30),
+        || !answer(dns, "new.b.example.com").is_empty(),
+    );
+    for _ in 0..5 {
+        assert_eq!(answer(dns, "shop.example.com"), ["192.0.2.1"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Widening team-b's domains (the Namespace annotation) publishes the name it was refused.
+    let widened = std::fs::read_to_string(&cluster).unwrap().replace(
+        "\"*.b.example.com, shop.example.com\"",
+        "\"*.b.example.com, shop.example.com, api.example.com\"",
+    );
+    std::fs::write(&cluster, widened).unwrap();
+    wait_until("api.example.com resolves", Duration::from_secs(30), || {
+        answer(dns, "api.example.com") == ["192.0.2.2"]
+    });
+    assert_eq!(answer(dns, "shop.example.com"), ["192.0.2.1"]);
+}
+
 fn engine_index(dir: &Path) -> Index {
     let index = Index::with_config(Arc::new(Config::default()));
     let loaded = load_paths(&[dir.to_path_buf()]).unwrap();

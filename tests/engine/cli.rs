@@ -994,10 +994,13 @@ fn external_dns_names_are_hidden_aliases() {
         "--log-format",
         "json",
     ]);
-    assert_eq!(serve.zones, ["example.com", "example.org"]);
+    assert_eq!(serve.provider_flags.zones, ["example.com", "example.org"]);
     assert_eq!(serve.engine.route_selector.as_deref(), Some("team=a"));
-    assert_eq!(serve.rfc2136_host.as_deref(), Some("bind.dns.svc"));
-    assert_eq!(serve.rfc2136_port, Some(5353));
+    assert_eq!(
+        serve.provider_flags.rfc2136_host.as_deref(),
+        Some("bind.dns.svc")
+    );
+    assert_eq!(serve.provider_flags.rfc2136_port, Some(5353));
     assert_eq!(serve.metrics_listen, Some("0.0.0.0:7979".parse().unwrap()));
     assert_eq!(serve.engine.namespace.as_deref(), Some("apps"));
     assert_eq!(serve.log_level, "warn");
@@ -1139,4 +1142,108 @@ fn serve_help_is_grouped_under_headings() {
         );
         last = at;
     }
+}
+
+#[test]
+fn ownership_and_namespace_domains_in_json_and_text_and_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_namespace = |ns: &str, name: &str, hostname: &str, created: &str| {
+        route_yaml(name, hostname).replace(
+            "namespace: apps}",
+            &format!("namespace: {ns}, creationTimestamp: \"{created}\"}}"),
+        )
+    };
+    write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{GATEWAY_YAML}---\n{}---\n{}---\n{}---\n{}",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n  annotations: {gateway-dns.io/allowed-hostnames: \"*.b.example.com,shop.example.com\"}\n",
+            in_namespace("team-a", "site", "shop.example.com", "2026-01-01T00:00:00Z"),
+            in_namespace("team-b", "late", "shop.example.com", "2026-02-01T00:00:00Z"),
+            in_namespace(
+                "team-b",
+                "other",
+                "other.example.com",
+                "2026-02-01T00:00:00Z"
+            ),
+        ),
+    );
+    let path = dir.path().to_str().unwrap();
+    let out = run(&[
+        "check",
+        "--output",
+        "json",
+        "--hostname-ownership",
+        "namespace",
+        path,
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let outcome = json_of(&out);
+    assert_eq!(names(&outcome), ["shop.example.com"]);
+    assert_eq!(
+        outcome["records"][0]["routes"],
+        json!(["HTTPRoute/team-a/site"])
+    );
+    let found: Vec<(&str, &str, &str)> = outcome["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["object"].as_str().unwrap(),
+                v["reason"].as_str().unwrap(),
+                v["action"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "HTTPRoute/team-b/late",
+                "HostnameOwnedByOtherNamespace",
+                "deny"
+            ),
+            (
+                "HTTPRoute/team-b/other",
+                "HostnameNotAllowedForNamespace",
+                "deny"
+            ),
+        ]
+    );
+    let text = run_with(
+        &["check", path],
+        None,
+        &[("GATEWAY_DNS_HOSTNAME_OWNERSHIP", "namespace")],
+    );
+    assert_eq!(text.code, 1);
+    assert!(
+        text.stdout.contains(
+            "deny  HostnameOwnedByOtherNamespace: shop.example.com belongs to namespace team-a"
+        ),
+        "{}",
+        text.stdout
+    );
+    // Off (the default), team-b shares the name; --require-allowed-hostnames (here from its
+    // variable) leaves team-a, which has no annotation, nothing.
+    let required = run_with(
+        &["check", "--output", "json", path],
+        None,
+        &[("GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES", "true")],
+    );
+    let outcome = json_of(&required);
+    assert_eq!(
+        outcome["records"][0]["routes"],
+        json!(["HTTPRoute/team-b/late"])
+    );
+    assert!(
+        outcome["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["object"] == "HTTPRoute/team-a/site"
+                && v["reason"] == "HostnameNotAllowedForNamespace"),
+        "{outcome}"
+    );
 }

@@ -1049,6 +1049,8 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::RouteTargetNotAllowed, Action::Deny),
         (Reason::CnameNotAllowed, Action::Warn),
         (Reason::TtlConflict, Action::Warn),
+        (Reason::HostnameOwnedByOtherNamespace, Action::Deny),
+        (Reason::HostnameNotAllowedForNamespace, Action::Deny),
     ];
     assert_eq!(Reason::ALL.len(), table.len());
     for (reason, action) in table {

@@ -1,0 +1,123 @@
+//! The DNS provider clients the provider flags describe, shared by `serve` (which writes
+//! through them) and `explain` (which only lists). The embedded server is not among them: it
+//! lives inside `serve`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::{ProviderArgs, ProviderKind};
+use crate::dns::registry::TxtRegistry;
+use crate::dns::secret::SecretSource;
+use crate::dns::{Provider, dnsendpoint, pdns, rfc2136, webhook};
+use crate::model::dns_name::canonical;
+use crate::source::kube;
+
+/// `--zone` and `--rfc2136-zone`, canonical, sorted, each once.
+pub fn zones(flags: &ProviderArgs) -> Vec<String> {
+    let mut zones: Vec<String> = flags
+        .zones
+        .iter()
+        .chain(&flags.rfc2136_zones)
+        .map(|z| canonical(z.trim()).into_owned())
+        .collect();
+    zones.sort();
+    zones.dedup();
+    zones
+}
+
+/// A client of an outside provider (RFC 2136, PowerDNS, an external-dns webhook provider,
+/// DNSEndpoint objects) for `zones`.
+pub async fn reader_writer(
+    kind: ProviderKind,
+    flags: &ProviderArgs,
+    kubeconfig: Option<&Path>,
+    zones: &[String],
+) -> Result<Arc<dyn Provider>> {
+    Ok(match kind {
+        ProviderKind::Embedded => {
+            bail!("the embedded DNS server runs inside gateway-dns serve; it has no client")
+        }
+        ProviderKind::Rfc2136 => {
+            let server: rfc2136::ServerAddress = match (&flags.rfc2136_server, &flags.rfc2136_host)
+            {
+                (Some(server), _) => server
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
+                // external-dns's pair of flags, checked as one address.
+                (None, Some(host)) => {
+                    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+                    let port = flags.rfc2136_port.unwrap_or(53);
+                    let joined = if host.contains(':') {
+                        format!("[{host}]:{port}")
+                    } else {
+                        format!("{host}:{port}")
+                    };
+                    joined
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
+                }
+                (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
+            };
+            let tsig = match &flags.rfc2136_tsig_key_name {
+                None => None,
+                Some(name) => {
+                    let algorithm = flags
+                        .rfc2136_tsig_algorithm
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--rfc2136-tsig-algorithm: {e}"))?;
+                    let secret = SecretSource::pick(
+                        flags.rfc2136_tsig_secret_file.clone(),
+                        rfc2136::TSIG_SECRET_ENV,
+                    );
+                    Some(
+                        rfc2136::TsigKey::load(name, algorithm, &secret)
+                            .context("loading the TSIG key")?,
+                    )
+                }
+            };
+            let config = rfc2136::Rfc2136Config::new(server, zones.to_vec(), tsig);
+            Arc::new(rfc2136::Rfc2136Provider::new(config)?)
+        }
+        ProviderKind::Pdns => {
+            let Some(url) = &flags.pdns_server else {
+                bail!("--provider pdns needs --pdns-server URL (e.g. http://127.0.0.1:8081)");
+            };
+            let key = SecretSource::pick(flags.pdns_api_key_file.clone(), pdns::API_KEY_ENV);
+            let config = pdns::PdnsConfig::load(url.clone(), &key, zones.to_vec())
+                .context("loading the PowerDNS API key")?;
+            Arc::new(pdns::PdnsProvider::new(config)?)
+        }
+        ProviderKind::Webhook => {
+            let Some(url) = &flags.webhook_provider_url else {
+                bail!(
+                    "--provider webhook needs --webhook-provider-url URL (e.g. http://127.0.0.1:8888)"
+                );
+            };
+            let config = webhook::WebhookConfig::new(url.clone(), zones.to_vec());
+            Arc::new(
+                webhook::WebhookProvider::connect(config)
+                    .await
+                    .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
+            )
+        }
+        ProviderKind::Dnsendpoint => {
+            let client = kube::client(kubeconfig)
+                .await
+                .context("--provider dnsendpoint writes to the cluster")?;
+            Arc::new(dnsendpoint::DnsEndpointProvider::new(
+                client,
+                &flags.dnsendpoint_namespace,
+                registry(flags),
+                zones.to_vec(),
+            )?)
+        }
+    })
+}
+
+/// The ownership registry the flags describe (`--txt-owner-id`, `--txt-wildcard-replacement`).
+pub fn registry(flags: &ProviderArgs) -> TxtRegistry {
+    TxtRegistry::new(flags.txt_owner_id.clone())
+        .with_wildcard_replacement(flags.txt_wildcard_replacement.clone())
+}
