@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::engine::cidr::{Cidr, TargetFilter};
 use crate::engine::{
     AttachmentMode, Config, ConfigError, ConflictResolution, DEFAULT_MAX_ROUTE_HOSTNAMES,
     DEFAULT_MAX_ROUTE_PARENT_REFS, HostnameOwnership, Mode, Scope, selector,
@@ -612,6 +613,15 @@ pub struct CheckArgs {
     /// the files as if applied over them; only the files' objects are reported.
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// A zone the records go into (repeatable or comma-separated), as `serve --zone`: a CNAME
+    /// at a zone's apex is reported (CnameNotAllowed) and left out.
+    #[arg(
+        long = "zone",
+        value_name = "ZONE",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE"
+    )]
+    pub zones: Vec<String>,
     /// The lowest action that makes `check` exit 1.
     #[arg(long, value_enum, default_value = "deny", env = "GATEWAY_DNS_FAIL_ON")]
     pub fail_on: FailOn,
@@ -651,6 +661,28 @@ pub struct EngineArgs {
         env = "GATEWAY_DNS_ROUTE_SELECTOR"
     )]
     pub route_selector: Option<String>,
+    /// Publish only the Gateway addresses inside one of these IP networks (repeatable or
+    /// comma-separated, e.g. 10.0.0.0/8); hostname addresses are then left out. One Gateway with
+    /// public and internal addresses can so feed two installations (split-horizon).
+    #[arg(
+        long = "target-cidr",
+        // external-dns's name for the same filter.
+        alias = "target-net-filter",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_TARGET_CIDR"
+    )]
+    pub target_cidrs: Vec<String>,
+    /// Leave out the Gateway addresses inside these IP networks (repeatable or comma-separated).
+    #[arg(
+        long = "exclude-target-cidr",
+        // external-dns's name for the same filter.
+        alias = "exclude-target-net",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_EXCLUDE_TARGET_CIDR"
+    )]
+    pub exclude_target_cidrs: Vec<String>,
     /// Only routes whose annotations match this selector.
     #[arg(long, env = "GATEWAY_DNS_ANNOTATION_FILTER")]
     pub annotation_filter: Option<String>,
@@ -685,6 +717,25 @@ pub struct EngineArgs {
     /// publishes nothing.
     #[arg(long, default_value_t = DEFAULT_MAX_ROUTE_PARENT_REFS, env = "GATEWAY_DNS_MAX_ROUTE_PARENT_REFS")]
     pub max_route_parent_refs: usize,
+    /// How long a Gateway whose status.addresses went empty keeps its DNS names at its last
+    /// addresses (a GatewayHasNoAddress warning meanwhile); 0 removes them at once.
+    #[arg(long, default_value = "10m", value_parser = parse_duration, env = "GATEWAY_DNS_ADDRESS_LOSS_GRACE")]
+    pub address_loss_grace: std::time::Duration,
+    /// Let the external-dns target annotation on a route replace its Gateway's addresses
+    /// (RouteTargetNotAllowed otherwise); the Namespace label gateway-dns.io/route-targets=allow|forbid
+    /// overrides this per namespace.
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ALLOW_ROUTE_TARGETS")]
+    pub allow_route_targets: bool,
+    /// A name that may resolve to several Gateways on purpose (exact, or *.suffix for every
+    /// name below suffix; repeatable or comma-separated): it publishes the union of its routes'
+    /// targets and is never a HostnameConflict. Set by the platform team, not by app owners.
+    #[arg(
+        long = "shared-name",
+        value_name = "NAME",
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_SHARED_NAME"
+    )]
+    pub shared_names: Vec<String>,
     /// off: any namespace may claim any name; namespace: a name belongs to the namespace of its
     /// oldest route, and others may claim it only when that Namespace's annotation
     /// gateway-dns.io/share-hostnames-with lists them (HostnameOwnedByOtherNamespace).
@@ -694,6 +745,13 @@ pub struct EngineArgs {
     /// (HostnameNotAllowedForNamespace); by default such a namespace is unrestricted.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES")]
     pub require_allowed_hostnames: bool,
+}
+
+fn parse_cidrs(values: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    values
+        .iter()
+        .map(|value| value.parse::<Cidr>().map_err(ConfigError::from))
+        .collect()
 }
 
 impl EngineArgs {
@@ -713,6 +771,10 @@ impl EngineArgs {
                 namespace: self.namespace.clone(),
                 route_selector: parse_selector(&self.route_selector)?,
                 annotation_filter: parse_selector(&self.annotation_filter)?,
+                targets: TargetFilter {
+                    include: parse_cidrs(&self.target_cidrs)?,
+                    exclude: parse_cidrs(&self.exclude_target_cidrs)?,
+                },
             },
             listener_sets: self.listener_sets,
             allow_inherited_wildcards: self.allow_inherited_wildcards,
@@ -722,6 +784,10 @@ impl EngineArgs {
             actions,
             max_route_hostnames: self.max_route_hostnames,
             max_route_parent_refs: self.max_route_parent_refs,
+            address_loss_grace: self.address_loss_grace,
+            allow_route_targets: self.allow_route_targets,
+            zones: Vec::new(),
+            shared_names: Config::parse_shared_names(&self.shared_names)?,
             hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
             require_allowed_hostnames: self.require_allowed_hostnames,
         })

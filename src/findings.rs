@@ -131,6 +131,7 @@ mod tests {
             ttl: None,
             gateways: vec![],
             routes: vec![],
+            shared: false,
         }
     }
 

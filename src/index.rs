@@ -13,21 +13,55 @@ use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
 
 use crate::engine::attach::origin_of;
+use crate::engine::grace::{AddressLoss, address_loss};
 use crate::engine::settle::{Outcome, settle_all};
 use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
 use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
 
-/// A Gateway with the origin its directly attached routes share.
+/// Unix seconds now. Injected, so that tests move time without sleeping; the engine is handed
+/// the time and never reads a clock (ARCHITECTURE.md, "Address-loss grace").
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system's clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| {
+                i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+            })
+    })
+}
+
+/// A Gateway with the origin its directly attached routes share, and the addresses it lost, if
+/// it lost them and the grace still runs.
 #[derive(Clone, Debug)]
 struct GatewayEntry {
     gateway: Arc<Gateway>,
     origin: Arc<Origin>,
+    loss: Option<AddressLoss>,
 }
 
 impl GatewayEntry {
-    fn new(gateway: Arc<Gateway>) -> GatewayEntry {
-        let origin = Arc::new(origin_of(&gateway, None));
-        GatewayEntry { gateway, origin }
+    /// The entry for `gateway`, replacing `previous` (the entry stored for it before) at `now`.
+    fn new(
+        cfg: &Config,
+        gateway: Arc<Gateway>,
+        previous: Option<&GatewayEntry>,
+        now: i64,
+    ) -> GatewayEntry {
+        let loss = address_loss(
+            previous.map(|p| (&*p.gateway, p.loss.as_ref())),
+            &gateway,
+            now,
+            cfg.address_loss_grace,
+        );
+        let origin = Arc::new(origin_of(cfg, &gateway, None, loss.as_ref(), now));
+        GatewayEntry {
+            gateway,
+            origin,
+            loss,
+        }
     }
 }
 
@@ -43,6 +77,7 @@ struct ListenerSetOrigin {
 #[derive(Clone)]
 pub struct Snapshot {
     cfg: Arc<Config>,
+    clock: Clock,
     namespaces: OrdMap<Box<str>, Arc<Namespace>>,
     /// Keyed by `namespace/name`.
     gateways: OrdMap<Box<str>, GatewayEntry>,
@@ -138,8 +173,14 @@ impl World for Snapshot {
 
 impl Snapshot {
     pub fn new(cfg: Arc<Config>) -> Snapshot {
+        Snapshot::with_clock(cfg, system_clock())
+    }
+
+    /// An empty snapshot that reads the time from `clock`.
+    pub fn with_clock(cfg: Arc<Config>, clock: Clock) -> Snapshot {
         Snapshot {
             cfg,
+            clock,
             namespaces: OrdMap::new(),
             gateways: OrdMap::new(),
             listener_sets: OrdMap::new(),
@@ -153,12 +194,27 @@ impl Snapshot {
 
     /// Builds a snapshot from a whole set of objects, evaluating each route once.
     pub fn from_objects(cfg: Arc<Config>, objects: impl IntoIterator<Item = Object>) -> Snapshot {
-        let mut snap = Snapshot::new(cfg);
+        Snapshot::with_clock(cfg, system_clock()).rebuilt(objects)
+    }
+
+    /// A snapshot of `objects` alone, under this one's configuration and clock. A Gateway keeps
+    /// the address history it has here, so a rebuild (a directory read again) is no address loss
+    /// and does not restart a grace.
+    pub fn rebuilt(&self, objects: impl IntoIterator<Item = Object>) -> Snapshot {
+        let mut snap = Snapshot::with_clock(self.cfg.clone(), self.clock.clone());
         let mut routes = Vec::new();
         for object in objects {
             match object {
                 Object::Route(route) => routes.push(route),
-                other => snap.store(other),
+                other => {
+                    if let Object::Gateway(gw) = &other {
+                        let id = ns_name(&gw.meta.namespace, &gw.meta.name);
+                        if let Some(previous) = self.gateways.get(&*id) {
+                            snap.gateways.insert(id, previous.clone());
+                        }
+                    }
+                    snap.store(other)
+                }
             }
         }
         for route in routes {
@@ -326,7 +382,9 @@ impl Snapshot {
             }
             Object::Gateway(gw) => {
                 let id = ns_name(&gw.meta.namespace, &gw.meta.name);
-                self.gateways.insert(id.clone(), GatewayEntry::new(gw));
+                let entry =
+                    GatewayEntry::new(&self.cfg, gw, self.gateways.get(&*id), (self.clock)());
+                self.gateways.insert(id.clone(), entry);
                 self.refresh_listener_set_origins_of(&id);
             }
             Object::ListenerSet(ls) => {
@@ -354,7 +412,13 @@ impl Snapshot {
             Some(ListenerSetOrigin {
                 listener_set: ls.clone(),
                 gateway: gateway.gateway.clone(),
-                origin: Arc::new(origin_of(&gateway.gateway, Some(ls))),
+                origin: Arc::new(origin_of(
+                    &self.cfg,
+                    &gateway.gateway,
+                    Some(ls),
+                    gateway.loss.as_ref(),
+                    (self.clock)(),
+                )),
             })
         });
         match entry {
@@ -511,6 +575,53 @@ impl Snapshot {
         out
     }
 
+    /// Ends the address-loss grace of every Gateway whose grace is over: its names lose the
+    /// addresses they kept and follow the Gateway's (none). True when one ended.
+    pub fn expire_address_losses(&mut self) -> bool {
+        let now = (self.clock)();
+        let grace = self.cfg.address_loss_grace;
+        let ended: Vec<Box<str>> = self
+            .gateways
+            .iter()
+            .filter(|(_, entry)| entry.loss.as_ref().is_some_and(|l| !l.in_grace(now, grace)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &ended {
+            let Some(entry) = self.gateways.get(&**id) else {
+                continue;
+            };
+            let gateway = entry.gateway.clone();
+            let key = ObjectKey::new(
+                ObjectKind::Gateway,
+                &gateway.meta.namespace,
+                &gateway.meta.name,
+            );
+            let origin = Arc::new(origin_of(&self.cfg, &gateway, None, None, now));
+            self.gateways.insert(
+                id.clone(),
+                GatewayEntry {
+                    gateway,
+                    origin,
+                    loss: None,
+                },
+            );
+            self.refresh_listener_set_origins_of(id);
+            for route in self.affected_routes(&key) {
+                self.reevaluate(&route);
+            }
+        }
+        !ended.is_empty()
+    }
+
+    /// When the first running address-loss grace ends (Unix seconds), if one runs.
+    pub fn next_address_loss_end(&self) -> Option<i64> {
+        let grace = self.cfg.address_loss_grace;
+        self.gateways
+            .values()
+            .filter_map(|entry| entry.loss.as_ref().map(|l| l.until(grace)))
+            .min()
+    }
+
     fn reevaluate_all(&mut self) {
         let ids: Vec<RouteId> = self.routes.keys().cloned().collect();
         for id in ids {
@@ -646,7 +757,12 @@ impl Index {
     }
 
     pub fn with_config(cfg: Arc<Config>) -> Index {
-        let snapshot = Snapshot::new(cfg);
+        Index::with_clock(cfg, system_clock())
+    }
+
+    /// An index that reads the time from `clock` (tests move it to end an address-loss grace).
+    pub fn with_clock(cfg: Arc<Config>, clock: Clock) -> Index {
+        let snapshot = Snapshot::with_clock(cfg, clock);
         Index {
             inner: Arc::new(Inner {
                 published: ArcSwap::from_pointee(snapshot.clone()),
@@ -710,7 +826,20 @@ impl Index {
 
     /// Replaces the whole content (the files source re-reading its directory).
     pub fn replace_all(&self, objects: Vec<Object>) {
-        self.write(|s| *s = Snapshot::from_objects(s.cfg.clone(), objects));
+        self.write(|s| *s = s.rebuilt(objects));
+    }
+
+    /// Ends every address-loss grace that is over (see [`Snapshot::expire_address_losses`]);
+    /// publishes a new snapshot only when one ended. True when one did.
+    pub fn expire_address_losses(&self) -> bool {
+        let mut state = self.lock();
+        if !state.expire_address_losses() {
+            return false;
+        }
+        self.inner.published.store(Arc::new(state.clone()));
+        drop(state);
+        self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+        true
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {

@@ -20,7 +20,7 @@ use crate::source::kube;
 /// Runs `check`; returns the process exit code.
 pub fn run(args: &CheckArgs) -> u8 {
     let cfg = match args.engine.to_config() {
-        Ok(cfg) => cfg,
+        Ok(cfg) => cfg.with_zones(&args.zones),
         Err(err) => return input_error(args.output, &err),
     };
     let report = match files::load_paths_with_skipped(&args.paths) {
@@ -293,7 +293,11 @@ pub fn to_text(checked: &Checked, colour: bool) -> String {
             .iter()
             .map(|r| {
                 [
-                    r.dns_name.clone(),
+                    if r.shared {
+                        format!("{} (shared)", r.dns_name)
+                    } else {
+                        r.dns_name.clone()
+                    },
                     r.record_type.as_str().to_owned(),
                     r.targets.join(","),
                     r.gateways.join(","),

@@ -374,7 +374,16 @@ fn name_text(out: &mut String, name: &NameExplanation) {
             .iter()
             .flat_map(|r| r.routes.iter().map(String::as_str))
             .collect();
+        let shared_on_purpose = name.records.iter().any(|r| r.shared);
         match &name.winner {
+            Some(_) if shared_on_purpose && sharing.len() > 1 => {
+                let routes: Vec<&str> = sharing.iter().copied().collect();
+                let _ = writeln!(
+                    out,
+                    "The name is shared on purpose (--shared-name): {} publish the union of their targets.",
+                    routes.join(", ")
+                );
+            }
             Some(winner) if sharing.len() > 1 => {
                 let others: Vec<&str> = sharing.iter().copied().filter(|r| r != winner).collect();
                 let verb = if others.len() == 1 { "shares" } else { "share" };

@@ -46,10 +46,18 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     if !args.webhook && !args.sync {
         bail!("--webhook=false and --sync=false leave nothing to run");
     }
-    let cfg = Arc::new(args.engine.to_config()?);
+    let cfg = Arc::new(
+        args.engine.to_config()?.with_zones(
+            args.provider_flags
+                .zones
+                .iter()
+                .chain(&args.provider_flags.rfc2136_zones),
+        ),
+    );
     let mut process = Process::new(Index::with_config(cfg.clone()));
     let source = start_source(&args, &cfg, &mut process).await?;
     process.watch_index(source.synced.clone());
+    process.end_address_loss_graces();
     process.report_findings(source.synced.clone());
     // Events and PolicyReports go to the cluster the source reads; `--once` writes only DNS.
     let feedback =
@@ -117,6 +125,9 @@ struct Source {
 /// How often the cache gauges may be recomputed (counting routes walks the index).
 const GAUGE_REFRESH: Duration = Duration::from_secs(1);
 
+/// How often `serve` looks for an address-loss grace that is over: a grace ends at most this late.
+const GRACE_CHECK: Duration = Duration::from_secs(1);
+
 impl Process {
     fn new(index: Index) -> Process {
         Process {
@@ -150,6 +161,23 @@ impl Process {
                     return Ok(());
                 }
                 tokio::time::sleep(GAUGE_REFRESH).await;
+            }
+        });
+    }
+
+    /// Ends each address-loss grace when it is over (ARCHITECTURE.md, "Address-loss grace"): the
+    /// index changes then, which wakes the sync loop and the findings report. The check is a walk
+    /// of the Gateways under the index's lock, once per [`GRACE_CHECK`].
+    fn end_address_loss_graces(&mut self) {
+        let index = self.index.clone();
+        self.tasks.spawn(async move {
+            let mut tick = tokio::time::interval(GRACE_CHECK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if index.expire_address_losses() {
+                    tracing::info!("an address-loss grace ended; the Gateway's names follow its addresses again");
+                }
             }
         });
     }

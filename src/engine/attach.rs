@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::grace::{AddressLoss, rfc3339};
 use super::hostname::{intersect, is_wildcard};
-use super::world::{Claim, Finding, NameSource, Origin, RouteEval, World};
+use super::world::{Claim, Finding, KeptAddresses, NameSource, Origin, RouteEval, World};
 use super::{AttachmentMode, Config, Reason, annotation, concat, selector};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{
@@ -458,8 +459,17 @@ fn attach_parent<'w, W: World>(
         ));
         return None;
     }
-    let origin =
-        shared_origin.unwrap_or_else(|| Arc::new(origin_of(gateway, listener_set.map(|ls| &**ls))));
+    // Without an origin kept by the World (plain data in tests, `check`), there is no address
+    // history, so no grace either.
+    let origin = shared_origin.unwrap_or_else(|| {
+        Arc::new(origin_of(
+            cfg,
+            gateway,
+            listener_set.map(|ls| &**ls),
+            None,
+            0,
+        ))
+    });
     Some(Attached {
         parent_index: field_index(index),
         origin,
@@ -468,17 +478,56 @@ fn attach_parent<'w, W: World>(
     })
 }
 
-/// Where the names of a route attached to `gateway` (through `listener_set`, if any) point.
-pub fn origin_of(gateway: &Gateway, listener_set: Option<&ListenerSet>) -> Origin {
-    let targets = listener_set
+/// Where the names of a route attached to `gateway` (through `listener_set`, if any) point: the
+/// target annotation, else the Gateway's addresses, else, while `loss` is in its grace at `now`,
+/// the addresses it last had (ARCHITECTURE.md, "Address-loss grace").
+pub fn origin_of(
+    cfg: &Config,
+    gateway: &Gateway,
+    listener_set: Option<&ListenerSet>,
+    loss: Option<&AddressLoss>,
+    now: i64,
+) -> Origin {
+    let grace = cfg.address_loss_grace;
+    // `--target-cidr` / `--exclude-target-cidr` choose among the Gateway's own addresses (a
+    // target annotation is an explicit choice and is taken whole).
+    let chosen = |addresses: &[Address]| -> Arc<[Address]> {
+        if cfg.scope.targets.is_empty() {
+            return sorted_targets(addresses.to_vec());
+        }
+        sorted_targets(
+            addresses
+                .iter()
+                .filter(|a| cfg.scope.targets.keeps(a))
+                .cloned()
+                .collect(),
+        )
+    };
+    let overridden = listener_set
         .and_then(|ls| target_override(&ls.meta.annotations))
-        .or_else(|| target_override(&gateway.meta.annotations))
-        .unwrap_or_else(|| gateway.addresses.to_vec());
+        .or_else(|| target_override(&gateway.meta.annotations));
+    let (targets, kept) = match (overridden, loss) {
+        (Some(targets), _) => (sorted_targets(targets), None),
+        (None, Some(loss)) if gateway.addresses.is_empty() && loss.in_grace(now, grace) => (
+            chosen(&loss.addresses),
+            Some(KeptAddresses {
+                since: loss.since,
+                until: loss.until(grace),
+            }),
+        ),
+        (None, _) => (chosen(&gateway.addresses), None),
+    };
+    let ttl = listener_set
+        .and_then(|ls| annotation(&ls.meta.annotations, "ttl"))
+        .or_else(|| annotation(&gateway.meta.annotations, "ttl"))
+        .and_then(parse_ttl);
     Origin {
         gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
         listener_set: listener_set
             .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
-        targets: sorted_targets(targets),
+        targets,
+        kept,
+        ttl,
     }
 }
 
@@ -524,12 +573,23 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             ),
         ));
     }
-    let attached: Vec<Attached> = route
+    let mut attached: Vec<Attached> = route
         .parent_refs
         .iter()
         .enumerate()
         .filter_map(|(i, p)| attach_parent(world, cfg, route, i, p, &mut findings))
         .collect();
+    if let Some(targets) = route_target_override(world, cfg, route, &mut findings) {
+        // The route's own targets replace its parents' for its names; the parents stay what
+        // they are, so conflicts compare the targets the names would really get.
+        for parent in &mut attached {
+            parent.origin = Arc::new(Origin {
+                targets: targets.clone(),
+                kept: None,
+                ..(*parent.origin).clone()
+            });
+        }
+    }
 
     let mut claims: Vec<Claim> = Vec::new();
     if requested.any_written {
@@ -618,15 +678,39 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         }
     }
     for parent in &attached {
-        if parent.origin.targets.is_empty() && !claims.is_empty() {
+        if let Some(kept) = parent.origin.kept
+            && !claims.is_empty()
+        {
             findings.push(finding(
                 Reason::GatewayHasNoAddress,
                 None,
                 format!("spec.parentRefs[{}]", parent.parent_index),
                 format!(
-                    "Gateway {} has no address yet; its names are published once it has one",
-                    parent.origin.gateway
+                    "Gateway {} has had no address since {}; its names keep its last addresses ({}) until {}, then they are removed unless it gets one back",
+                    parent.origin.gateway,
+                    rfc3339(kept.since),
+                    parent.origin.targets_text(),
+                    rfc3339(kept.until)
                 ),
+            ));
+            continue;
+        }
+        if parent.origin.targets.is_empty() && !claims.is_empty() {
+            findings.push(finding(
+                Reason::GatewayHasNoAddress,
+                None,
+                format!("spec.parentRefs[{}]", parent.parent_index),
+                if cfg.scope.targets.is_empty() {
+                    format!(
+                        "Gateway {} has no address yet; its names are published once it has one",
+                        parent.origin.gateway
+                    )
+                } else {
+                    format!(
+                        "Gateway {} has no address this installation publishes (--target-cidr, --exclude-target-cidr); its names are published once it has one",
+                        parent.origin.gateway
+                    )
+                },
             ));
         }
     }
@@ -634,6 +718,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     claims.retain(|c| !c.origin.targets.is_empty());
     claims.sort();
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
+    claims.retain(|claim| cname_allowed(cfg, claim, &mut findings));
     findings.sort();
     findings.dedup();
     // Evaluations live in the index for every route: no spare capacity, no capacity field.
@@ -644,6 +729,89 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
         in_scope: true,
     }
 }
+
+/// The CNAME rules (ARCHITECTURE.md, "Records and conflicts"): a CNAME is the only record of its
+/// name and has one target. A claim whose targets break them gets `CnameNotAllowed`; it is kept
+/// (its addresses, or its first hostname, are published) unless its CNAME would sit at a zone
+/// apex, where nothing of it can be.
+fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<Finding>) -> bool {
+    let targets = &claim.origin.targets;
+    let hostnames: Vec<&str> = targets
+        .iter()
+        .filter_map(|t| match t {
+            Address::Hostname(h) => Some(&**h),
+            Address::Ip(_) => None,
+        })
+        .collect();
+    if hostnames.is_empty() {
+        return true;
+    }
+    let name = &*claim.name;
+    let gateway = &*claim.origin.gateway;
+    let message = if hostnames.len() < targets.len() {
+        format!(
+            "{name} would get a CNAME to {} beside the addresses it gets through Gateway {gateway}; a CNAME cannot share its name, so only the addresses are published; give the Gateway (or the target annotation) addresses of one kind",
+            hostnames.join(", ")
+        )
+    } else if cfg.zones.iter().any(|zone| zone == name) {
+        findings.push(finding(
+            Reason::CnameNotAllowed,
+            Some(name),
+            claim.source.field(),
+            format!(
+                "{name} is the apex of a managed zone, where a CNAME cannot be (the zone's SOA and NS records are there), so its CNAME to {} through Gateway {gateway} is not published; use a name below the zone or an IP target",
+                hostnames.join(", ")
+            ),
+        ));
+        return false;
+    } else if hostnames.len() > 1 {
+        format!(
+            "{name} would get a CNAME to {} through Gateway {gateway}; a CNAME has one target, so only {} is published; give the Gateway (or the target annotation) one hostname",
+            hostnames.join(", "),
+            hostnames[0]
+        )
+    } else {
+        return true;
+    };
+    findings.push(finding(
+        Reason::CnameNotAllowed,
+        Some(name),
+        claim.source.field(),
+        message,
+    ));
+    true
+}
+
+/// The route's target annotation (ARCHITECTURE.md, "Names"), when it has one with at least one
+/// valid target and its namespace may use it; `RouteTargetNotAllowed` when it may not (the
+/// route's names then follow its Gateways).
+fn route_target_override<W: World>(
+    world: &W,
+    cfg: &Config,
+    route: &Route,
+    findings: &mut Vec<Finding>,
+) -> Option<Arc<[Address]>> {
+    let targets = target_override(&route.meta.annotations).filter(|t| !t.is_empty())?;
+    let labels = world
+        .namespace(&route.meta.namespace)
+        .map(|ns| &ns.meta.labels);
+    if !cfg.route_targets_allowed(labels) {
+        findings.push(finding(
+            Reason::RouteTargetNotAllowed,
+            None,
+            TARGET_ANNOTATION_FIELD.to_owned(),
+            format!(
+                "routes in namespace {} may not set their own DNS targets, so the target annotation is ignored and the names point at the Gateway's addresses; remove it or ask the platform team",
+                route.meta.namespace
+            ),
+        ));
+        return None;
+    }
+    Some(sorted_targets(targets))
+}
+
+/// The field a route's target annotation is reported at.
+pub const TARGET_ANNOTATION_FIELD: &str = "metadata.annotations[external-dns.kubernetes.io/target]";
 
 /// A field index as it is kept in a [`NameSource`]: a route with more than `u32::MAX` entries
 /// cannot be decoded, but the index saturates rather than wrap.

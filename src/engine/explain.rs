@@ -140,7 +140,7 @@ pub struct ClaimView {
 pub enum ClaimResult {
     /// First in the engine's order: its targets are the name's.
     Wins,
-    /// Same targets as the winner: published with it.
+    /// Published with the winner: same targets, or a name shared on purpose (`--shared-name`).
     Shares,
     /// Other targets: the winner keeps the name.
     Loses,
@@ -432,6 +432,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
     let contender_count = contenders.len();
     let settlement = settle(world.config(), name, contenders);
     let first = settlement.winners.first().copied();
+    let shared_on_purpose = world.config().is_shared_name(name);
     let is = |a: &Claimant, b: &Claimant| {
         std::ptr::eq(a.route, b.route) && std::ptr::eq(a.claim, b.claim)
     };
@@ -457,6 +458,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                     let why = match settlement.losers.first() {
                         None if ordered.len() == 1 => "the only claim on the name".to_owned(),
                         None if contender_count == 1 => "the only claim from the namespace that owns the name".to_owned(),
+                        None if shared_on_purpose => "first claim in the engine's order; the name is shared on purpose (--shared-name), so every claim adds its targets".to_owned(),
                         None => "first claim in the engine's order; every claim on the name has the same targets, so they share it".to_owned(),
                         Some((loser, _)) => {
                             let (_, key) = precedence_deciding(&winner, loser);
@@ -464,6 +466,10 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                         }
                     };
                     (ClaimResult::Wins, None, why)
+                }
+                (None, _) if shared_on_purpose => {
+                    let why = "the name is shared on purpose (--shared-name): its targets join the name's".to_owned();
+                    (ClaimResult::Shares, None, why)
                 }
                 (None, _) => {
                     let why = match first {
@@ -737,20 +743,7 @@ fn covering_wildcards<W: World>(world: &W, name: &str) -> Vec<WildcardCover> {
     out
 }
 
-/// Seconds since the Unix epoch as RFC 3339 UTC (`2026-01-12T09:00:00Z`), as Kubernetes writes
-/// creationTimestamps.
-pub fn rfc3339(seconds: i64) -> Option<String> {
-    let at = time::OffsetDateTime::from_unix_timestamp(seconds).ok()?;
-    Some(format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second()
-    ))
-}
+pub use crate::model::format_rfc3339 as rfc3339;
 
 #[cfg(test)]
 mod tests {

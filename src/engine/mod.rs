@@ -3,7 +3,9 @@
 //! over a [`World`] they provide.
 
 pub mod attach;
+pub mod cidr;
 pub mod explain;
+pub mod grace;
 pub mod hostname;
 pub mod ownership;
 pub mod selector;
@@ -14,13 +16,16 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
 pub use attach::evaluate_route;
 pub use ownership::HostnameOwnership;
 pub use settle::{Outcome, Record};
-pub use world::{Claim, Finding, NameSource, Origin, RouteEntry, RouteEval, RouteId, World};
+pub use world::{
+    Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
+};
 
 /// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
 pub const ANNOTATION_PREFIXES: [&str; 2] = [
@@ -29,6 +34,9 @@ pub const ANNOTATION_PREFIXES: [&str; 2] = [
 ];
 /// Namespace label that overrides `--mode` for routes in that namespace.
 pub const MODE_LABEL: &str = "gateway-dns.io/mode";
+/// Namespace label that allows (`allow`) or forbids (`forbid`) the target annotation on routes
+/// in that namespace, overriding `--allow-route-targets` (ARCHITECTURE.md, "Names").
+pub const ROUTE_TARGETS_LABEL: &str = "gateway-dns.io/route-targets";
 
 /// Is this an annotation the engine can read (see [`annotation`])?
 pub fn is_engine_annotation(key: &str) -> bool {
@@ -80,8 +88,12 @@ pub enum ConfigError {
     },
     #[error("--action takes REASON=deny|warn|ignore, got {0:?}")]
     BadAction(String),
+    #[error("--shared-name takes a DNS name or *.suffix, got {0:?}")]
+    BadSharedName(String),
     #[error(transparent)]
     Selector(#[from] selector::SelectorError),
+    #[error(transparent)]
+    Cidr(#[from] cidr::BadCidr),
 }
 
 /// Stable violation reasons (ARCHITECTURE.md, "Violations").
@@ -101,10 +113,13 @@ pub enum Reason {
     TooManyParentRefs,
     HostnameOwnedByOtherNamespace,
     HostnameNotAllowedForNamespace,
+    RouteTargetNotAllowed,
+    CnameNotAllowed,
+    TtlConflict,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 17] = [
         Reason::HostnameConflict,
         Reason::NoMatchingListenerHostname,
         Reason::HostnameOutsideListener,
@@ -119,6 +134,9 @@ impl Reason {
         Reason::TooManyParentRefs,
         Reason::HostnameOwnedByOtherNamespace,
         Reason::HostnameNotAllowedForNamespace,
+        Reason::RouteTargetNotAllowed,
+        Reason::CnameNotAllowed,
+        Reason::TtlConflict,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -135,6 +153,9 @@ impl Reason {
             Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
             Reason::TooManyHostnames => "TooManyHostnames",
             Reason::TooManyParentRefs => "TooManyParentRefs",
+            Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
+            Reason::CnameNotAllowed => "CnameNotAllowed",
+            Reason::TtlConflict => "TtlConflict",
             Reason::HostnameOwnedByOtherNamespace => "HostnameOwnedByOtherNamespace",
             Reason::HostnameNotAllowedForNamespace => "HostnameNotAllowedForNamespace",
         }
@@ -149,7 +170,8 @@ impl Reason {
             | Reason::TooManyHostnames
             | Reason::TooManyParentRefs
             | Reason::HostnameOwnedByOtherNamespace
-            | Reason::HostnameNotAllowedForNamespace => Action::Deny,
+            | Reason::HostnameNotAllowedForNamespace
+            | Reason::RouteTargetNotAllowed => Action::Deny,
             _ => Action::Warn,
         }
     }
@@ -170,7 +192,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, HostnameOwnedByOtherNamespace, HostnameNotAllowedForNamespace",
+                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, HostnameOwnedByOtherNamespace, HostnameNotAllowedForNamespace, RouteTargetNotAllowed, CnameNotAllowed, TtlConflict",
             })
     }
 }
@@ -285,6 +307,9 @@ pub struct Scope {
     pub namespace: Option<String>,
     pub route_selector: Option<LabelSelector>,
     pub annotation_filter: Option<LabelSelector>,
+    /// Which of a Gateway's `status.addresses` are published (`--target-cidr`,
+    /// `--exclude-target-cidr`).
+    pub targets: cidr::TargetFilter,
 }
 
 /// Everything that shapes a decision. Shared by check, the webhook and the sync loop.
@@ -303,12 +328,29 @@ pub struct Config {
     pub max_route_hostnames: usize,
     /// Most parentRefs a route may have; more are `TooManyParentRefs`, likewise.
     pub max_route_parent_refs: usize,
+    /// How long a Gateway that lost its addresses keeps publishing its last ones
+    /// (ARCHITECTURE.md, "Address-loss grace"); zero turns the grace off.
+    pub address_loss_grace: Duration,
+    /// Whether the target annotation on a route replaces its Gateway's addresses; the Namespace
+    /// label [`ROUTE_TARGETS_LABEL`] overrides it per namespace.
+    pub allow_route_targets: bool,
+    /// The managed zones (canonical names): a CNAME cannot be published at their apex
+    /// (ARCHITECTURE.md, "Records and conflicts"). Empty when unknown (`check` without `--zone`).
+    pub zones: Vec<String>,
+    /// Names that may resolve to several Gateways on purpose (`--shared-name`: exact, or
+    /// `*.suffix` for every name below suffix), canonical: they publish the union of their
+    /// claims' targets and never conflict (ARCHITECTURE.md, "Names shared on purpose").
+    pub shared_names: Vec<String>,
     /// Whether a hostname belongs to the namespace of its oldest route (ARCHITECTURE.md,
     /// "Namespaces and hostnames").
     pub hostname_ownership: HostnameOwnership,
     /// A namespace without the allowed-hostnames annotation may publish nothing.
     pub require_allowed_hostnames: bool,
 }
+
+/// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
+/// Gateway controller to restart.
+pub const DEFAULT_ADDRESS_LOSS_GRACE: Duration = Duration::from_secs(600);
 
 /// Far above any real route: `spec.hostnames` allows 16 and the external-dns annotation
 /// rarely lists more than a few dozen.
@@ -329,6 +371,10 @@ impl Default for Config {
             actions: BTreeMap::new(),
             max_route_hostnames: DEFAULT_MAX_ROUTE_HOSTNAMES,
             max_route_parent_refs: DEFAULT_MAX_ROUTE_PARENT_REFS,
+            address_loss_grace: DEFAULT_ADDRESS_LOSS_GRACE,
+            allow_route_targets: true,
+            zones: Vec::new(),
+            shared_names: Vec::new(),
             hostname_ownership: HostnameOwnership::Off,
             require_allowed_hostnames: false,
         }
@@ -381,6 +427,51 @@ impl Config {
             .and_then(|labels| labels.get(MODE_LABEL))
             .and_then(|value| value.parse().ok())
             .unwrap_or(self.mode)
+    }
+
+    /// This configuration with these managed zones (any spelling; kept canonical, sorted).
+    pub fn with_zones<'z>(mut self, zones: impl IntoIterator<Item = &'z String>) -> Config {
+        self.zones = zones
+            .into_iter()
+            .map(|zone| crate::model::dns_name::canonical(zone).into_owned())
+            .collect();
+        self.zones.sort();
+        self.zones.dedup();
+        self
+    }
+
+    /// Parses `--shared-name` values: DNS names or `*.suffix`, kept canonical.
+    pub fn parse_shared_names(values: &[String]) -> Result<Vec<String>, ConfigError> {
+        let mut names = Vec::with_capacity(values.len());
+        for value in values {
+            let name = crate::model::dns_name::parse_hostname(value)
+                .map_err(|_| ConfigError::BadSharedName(value.clone()))?;
+            names.push(name.into_owned());
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Is `name` (canonical) on the `--shared-name` list?
+    pub fn is_shared_name(&self, name: &str) -> bool {
+        self.shared_names
+            .iter()
+            .any(|shared| match shared.strip_prefix("*.") {
+                Some(suffix) => name
+                    .strip_suffix(suffix)
+                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                None => shared == name,
+            })
+    }
+
+    /// May routes in a namespace with these labels override their targets (the label wins)?
+    pub fn route_targets_allowed(&self, namespace_labels: Option<&StringMap>) -> bool {
+        match namespace_labels.and_then(|labels| labels.get(ROUTE_TARGETS_LABEL)) {
+            Some("allow") => true,
+            Some("forbid") => false,
+            _ => self.allow_route_targets,
+        }
     }
 
     /// The action for a reason under a mode: `--action` override, then the mode's downgrade.

@@ -194,7 +194,7 @@ pub fn owner_refusing<'a, W: World>(
         entry.eval.claims_on(name).first().map(|claim| Claimant {
             route: &entry.route,
             claim,
-            ttl: entry.eval.ttl,
+            ttl: entry.eval.ttl.or(claim.origin.ttl),
         })
     });
     let owner = match stored {

@@ -23,6 +23,9 @@ pub struct Record {
     pub gateways: Vec<String>,
     /// `Kind/namespace/name` of the routes that claim it.
     pub routes: Vec<String>,
+    /// The name is on the `--shared-name` list: its targets are the union of its Gateways'.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// Everything one installation would publish, and every finding.
@@ -45,6 +48,7 @@ impl Outcome {
 pub struct Claimant<'a> {
     pub route: &'a Route,
     pub claim: &'a Claim,
+    /// The route's `ttl` annotation, else its Gateway's or ListenerSet's.
     pub ttl: Option<u32>,
 }
 
@@ -155,7 +159,7 @@ fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> V
                 out.push(Claimant {
                     route: &entry.route,
                     claim,
-                    ttl: entry.eval.ttl,
+                    ttl: entry.eval.ttl.or(claim.origin.ttl),
                 });
             }
         }
@@ -176,9 +180,11 @@ pub struct Settlement<'a> {
 }
 
 pub fn settle<'a>(cfg: &Config, name: &'a str, claims: Vec<Claimant<'a>>) -> Settlement<'a> {
-    let agree = claims
-        .windows(2)
-        .all(|pair| pair[0].claim.origin.targets == pair[1].claim.origin.targets);
+    // A name shared on purpose is everyone's: no claim loses it.
+    let agree = cfg.is_shared_name(name)
+        || claims
+            .windows(2)
+            .all(|pair| pair[0].claim.origin.targets == pair[1].claim.origin.targets);
     if agree {
         return Settlement {
             name,
@@ -249,6 +255,25 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
             &loser.claim.origin.targets_text(),
             "); attach the hostname to one Gateway",
         ])
+    } else if incumbent.claim.origin.gateway == loser.claim.origin.gateway {
+        // Same Gateway, different targets: a target annotation on one of the routes.
+        let route = incumbent.route;
+        concat(&[
+            name,
+            " is already served by Gateway ",
+            gw,
+            " at ",
+            &targets,
+            " for ",
+            route.kind.kind(),
+            " ",
+            &route.meta.namespace,
+            "/",
+            &route.meta.name,
+            ", not at ",
+            &loser.claim.origin.targets_text(),
+            "; use the same target annotation or drop the hostname",
+        ])
     } else {
         let route = incumbent.route;
         concat(&[
@@ -271,11 +296,26 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
 }
 
 /// Turns a settled name into its records (A/AAAA, or CNAME only when there is no IP target).
-pub fn records_for(settlement: &Settlement) -> Vec<Record> {
+/// The targets are the union of the winners' (they are all the same unless the name is shared).
+pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
     let Some(first) = settlement.winners.first() else {
         return Vec::new();
     };
-    let targets = &first.claim.origin.targets;
+    let shared = cfg.is_shared_name(settlement.name);
+    let union: Vec<Address>;
+    let targets: &[Address] = if shared && settlement.winners.len() > 1 {
+        let mut all: Vec<Address> = settlement
+            .winners
+            .iter()
+            .flat_map(|c| c.claim.origin.targets.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        union = all;
+        &union
+    } else {
+        &first.claim.origin.targets
+    };
     let mut gateways: Vec<String> = settlement
         .winners
         .iter()
@@ -286,7 +326,9 @@ pub fn records_for(settlement: &Settlement) -> Vec<Record> {
     let mut routes: Vec<String> = settlement.winners.iter().map(Claimant::route_ref).collect();
     routes.sort();
     routes.dedup();
-    let ttl = settlement.winners.iter().find_map(|c| c.ttl);
+    // Routes that set different TTLs for one name: the lowest wins (`TtlConflict` says so), so
+    // no cache keeps the name longer than any of them asked.
+    let ttl = settlement.winners.iter().filter_map(|c| c.ttl).min();
     let (mut v4, mut v6, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for target in targets.iter() {
         match target {
@@ -305,14 +347,17 @@ pub fn records_for(settlement: &Settlement) -> Vec<Record> {
                 ttl,
                 gateways: gateways.clone(),
                 routes: routes.clone(),
+                shared,
             });
         }
     };
-    // Never a CNAME beside A/AAAA for one name: the addresses win.
+    // Never a CNAME beside A/AAAA for one name: the addresses win. A CNAME has one target: the
+    // first (sorted). The engine reports both as `CnameNotAllowed`.
     let has_ip = !v4.is_empty() || !v6.is_empty();
     push(RecordType::A, v4);
     push(RecordType::AAAA, v6);
     if !has_ip {
+        names.truncate(1);
         push(RecordType::CNAME, names);
     }
     out
@@ -376,12 +421,15 @@ fn settle_claimed_name<W: World>(
     name: &str,
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
+    let cfg = world.config();
     let mut claims = claimants_among(world, name, ids);
     // Ownership before conflicts: a claim from a namespace that may not have the name is no
     // contender for it (ARCHITECTURE.md, "Namespaces and hostnames").
     let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
-    let settlement = settle(world.config(), name, claims);
-    let records = records_for(&settlement);
+    let settlement = settle(cfg, name, claims);
+    let records = records_for(cfg, &settlement);
+    let mut violations = shared_cname_violations(world, &settlement, &records);
+    violations.extend(ttl_violations(world, &settlement));
     let losers = settlement
         .losers
         .into_iter()
@@ -389,20 +437,133 @@ fn settle_claimed_name<W: World>(
     let taken = taken
         .into_iter()
         .map(|(c, message)| (Reason::HostnameOwnedByOtherNamespace, c, message));
-    let violations = losers
-        .chain(taken)
-        .map(|(reason, c, message)| {
+    violations.extend(losers.chain(taken).map(|(reason, c, message)| {
+        violation_parts(
+            world,
+            c.route,
+            reason,
+            Some(name.to_owned()),
+            c.claim.source.field(),
+            message,
+        )
+    }));
+    (records, violations)
+}
+
+/// `TtlConflict` for each claim on a settled name whose TTL is not the one published (the
+/// lowest of those set).
+fn ttl_violations<W: World>(world: &W, settlement: &Settlement) -> Vec<Violation> {
+    let Some(lowest) = settlement.winners.iter().filter_map(|c| c.ttl).min() else {
+        return Vec::new();
+    };
+    let Some(holder) = settlement.winners.iter().find(|c| c.ttl == Some(lowest)) else {
+        return Vec::new();
+    };
+    settlement
+        .winners
+        .iter()
+        .filter(|c| c.ttl.is_some_and(|ttl| ttl != lowest))
+        .map(|c| {
             violation_parts(
                 world,
                 c.route,
-                reason,
-                Some(name.to_owned()),
+                Reason::TtlConflict,
+                Some(settlement.name.to_owned()),
                 c.claim.source.field(),
-                message,
+                ttl_message(settlement.name, c, holder, lowest),
             )
         })
+        .collect()
+}
+
+/// The one-line message for a claim whose TTL yields to `holder`'s lower one.
+fn ttl_message(name: &str, claim: &Claimant, holder: &Claimant, lowest: u32) -> String {
+    let mine = claim.ttl.unwrap_or_default().to_string();
+    let lowest = lowest.to_string();
+    concat(&[
+        name,
+        " asks for TTL ",
+        &mine,
+        " here, but ",
+        holder.route.kind.kind(),
+        " ",
+        &holder.route.meta.namespace,
+        "/",
+        &holder.route.meta.name,
+        " (or its Gateway) sets ",
+        &lowest,
+        " for it; the lowest, ",
+        &lowest,
+        ", is published; set the same ttl annotation on both",
+    ])
+}
+
+/// The CNAME rules over a shared name's union of targets (each claim alone was checked when its
+/// route was evaluated): a hostname beside addresses, or several hostnames, are `CnameNotAllowed`
+/// for the claims that bring a hostname.
+fn shared_cname_violations<W: World>(
+    world: &W,
+    settlement: &Settlement,
+    records: &[Record],
+) -> Vec<Violation> {
+    if settlement.winners.len() < 2 || !world.config().is_shared_name(settlement.name) {
+        return Vec::new();
+    }
+    let hostnames = |targets: &[Address]| -> Vec<String> {
+        targets
+            .iter()
+            .filter_map(|t| match t {
+                Address::Hostname(h) => Some(h.to_string()),
+                Address::Ip(_) => None,
+            })
+            .collect()
+    };
+    let mut all: Vec<String> = settlement
+        .winners
+        .iter()
+        .flat_map(|c| hostnames(&c.claim.origin.targets))
         .collect();
-    (records, violations)
+    all.sort();
+    all.dedup();
+    let published: Vec<&str> = records
+        .iter()
+        .filter(|r| r.record_type == RecordType::CNAME)
+        .flat_map(|r| r.targets.iter().map(String::as_str))
+        .collect();
+    let dropped: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|h| !published.contains(h))
+        .collect();
+    if dropped.is_empty() {
+        return Vec::new();
+    }
+    let name = settlement.name;
+    let message = concat(&[
+        name,
+        " is shared, and its Gateways' targets together hold ",
+        &dropped.join(", "),
+        ", which cannot be published: a CNAME cannot share its name and has one target; give the Gateways sharing it targets of one kind",
+    ]);
+    settlement
+        .winners
+        .iter()
+        .filter(|c| {
+            hostnames(&c.claim.origin.targets)
+                .iter()
+                .any(|h| dropped.contains(&h.as_str()))
+        })
+        .map(|c| {
+            violation_parts(
+                world,
+                c.route,
+                Reason::CnameNotAllowed,
+                Some(name.to_owned()),
+                c.claim.source.field(),
+                message.clone(),
+            )
+        })
+        .collect()
 }
 
 /// Every record and every violation of a world.
@@ -454,11 +615,14 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
     // Claims are sorted by name: each name's claims are one run, visited once.
     for own_claims in eval.claims.chunk_by(|a, b| a.name == b.name) {
         let name = &*own_claims[0].name;
+        if world.config().is_shared_name(name) {
+            continue;
+        }
         own.clear();
         own.extend(own_claims.iter().map(|claim| Claimant {
             route,
             claim,
-            ttl: eval.ttl,
+            ttl: eval.ttl.or(claim.origin.ttl),
         }));
         incumbents.clear();
         for id in world.claimants(name).iter().filter(|id| !is_self(id)) {
@@ -466,7 +630,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                 incumbents.extend(entry.eval.claims_on(name).iter().map(|claim| Claimant {
                     route: &entry.route,
                     claim,
-                    ttl: entry.eval.ttl,
+                    ttl: entry.eval.ttl.or(claim.origin.ttl),
                 }));
             }
         }
@@ -511,6 +675,20 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     Some(name.to_owned()),
                     claim.claim.source.field(),
                     conflict_message(name, &incumbent, claim),
+                ));
+            } else if let Some(mine) = claim.ttl
+                && let Some(lower) = incumbents
+                    .iter()
+                    .filter(|inc| inc.ttl.is_some_and(|ttl| ttl < mine))
+                    .min_by_key(|inc| inc.ttl)
+            {
+                out.push(violation_parts(
+                    world,
+                    route,
+                    Reason::TtlConflict,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(),
+                    ttl_message(name, claim, lower, lower.ttl.unwrap_or(mine)),
                 ));
             }
         }

@@ -62,6 +62,19 @@ pub struct Origin {
     pub listener_set: Option<Box<str>>,
     /// Sorted, without duplicates. Empty when the Gateway has no address yet.
     pub targets: Arc<[Address]>,
+    /// Set while the Gateway has lost its addresses and `targets` are the ones it last had
+    /// (ARCHITECTURE.md, "Address-loss grace").
+    pub kept: Option<KeptAddresses>,
+    /// The `ttl` annotation of the ListenerSet, else of the Gateway: the TTL of names published
+    /// through it whose route sets none (ARCHITECTURE.md, "Names").
+    pub ttl: Option<u32>,
+}
+
+/// When a Gateway lost its addresses and until when its last ones are kept (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeptAddresses {
+    pub since: i64,
+    pub until: i64,
 }
 
 impl Origin {
@@ -185,6 +198,8 @@ mod tests {
             gateway: "infra/gw".into(),
             listener_set: None,
             targets: targets.clone().into(),
+            kept: None,
+            ttl: None,
         };
         let joined: Vec<String> = targets.iter().map(ToString::to_string).collect();
         assert_eq!(origin.targets_text(), joined.join(", "));

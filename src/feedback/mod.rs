@@ -442,6 +442,7 @@ mod tests {
                 "HTTPRoute/team-a/web".to_string(),
                 "HTTPRoute/team-c/web".to_string(),
             ],
+            shared: false,
         };
         let mut known = RecordRoutes::new();
         remember_routes(

@@ -172,6 +172,21 @@ impl raw::Object {
     }
 }
 
+/// Unix seconds as Kubernetes writes timestamps (`2024-05-01T10:00:00Z`, UTC, whole seconds);
+/// `None` outside the representable years.
+pub fn format_rfc3339(seconds: i64) -> Option<String> {
+    let at = OffsetDateTime::from_unix_timestamp(seconds).ok()?;
+    Some(format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    ))
+}
+
 /// Unix seconds of an RFC 3339 timestamp (`2024-05-01T10:00:00Z`, optional fraction and offset).
 fn parse_rfc3339(text: &str) -> Option<i64> {
     OffsetDateTime::parse(text, &Rfc3339)

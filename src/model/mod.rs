@@ -11,7 +11,9 @@ use std::sync::Arc;
 mod decode;
 pub mod dns_name;
 
-pub use decode::{DecodeError, Projection, RawObject, decode_json, decode_value, type_of};
+pub use decode::{
+    DecodeError, Projection, RawObject, decode_json, decode_value, format_rfc3339, type_of,
+};
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 

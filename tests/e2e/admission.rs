@@ -293,6 +293,30 @@ const CASES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "route-target-not-allowed",
+        Expect {
+            allowed: false,
+            deny: &["RouteTargetNotAllowed"],
+            warn: &[],
+        },
+    ),
+    (
+        "cname-not-allowed",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["CnameNotAllowed"],
+        },
+    ),
+    (
+        "ttl-conflict",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["TtlConflict"],
+        },
+    ),
+    (
         "unreadable-object",
         Expect {
             allowed: true,

@@ -6,15 +6,22 @@
 
 mod attachment;
 mod cli;
+mod cname;
 mod conformance;
 mod decoders;
 mod explain;
 mod extdns;
+mod grace;
 mod index;
+mod l4;
 mod layers;
 mod objects;
 mod ownership;
 mod props;
 mod rules;
 mod schema;
+mod shared;
+mod target_cidr;
+mod targets;
+mod ttl;
 mod unit_cases;

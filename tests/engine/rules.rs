@@ -1046,6 +1046,9 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::InheritedWildcardHostname, Action::Warn),
         (Reason::TooManyHostnames, Action::Deny),
         (Reason::TooManyParentRefs, Action::Deny),
+        (Reason::RouteTargetNotAllowed, Action::Deny),
+        (Reason::CnameNotAllowed, Action::Warn),
+        (Reason::TtlConflict, Action::Warn),
         (Reason::HostnameOwnedByOtherNamespace, Action::Deny),
         (Reason::HostnameNotAllowedForNamespace, Action::Deny),
     ];
