@@ -295,6 +295,22 @@ pub struct ProviderArgs {
     /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
     #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT", help_heading = DNS)]
     pub txt_wildcard_replacement: Option<String>,
+    /// Put in front of each ownership record name, as external-dns's --txt-prefix (may hold
+    /// `%{record_type}`, which then replaces the `a-`/`cname-` type mark).
+    #[arg(long, value_name = "PREFIX", env = "GATEWAY_DNS_TXT_PREFIX", conflicts_with = "txt_suffix", help_heading = DNS)]
+    pub txt_prefix: Option<String>,
+    /// Put after the first label of each ownership record name, as external-dns's --txt-suffix
+    /// (may hold `%{record_type}`); exclusive with --txt-prefix.
+    #[arg(long, value_name = "SUFFIX", env = "GATEWAY_DNS_TXT_SUFFIX", help_heading = DNS)]
+    pub txt_suffix: Option<String>,
+    /// Write ownership records encrypted with AES-256-GCM, as external-dns's
+    /// --txt-encrypt-enabled (needs the key; a key alone only reads encrypted records).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_TXT_ENCRYPT_ENABLED", help_heading = DNS)]
+    pub txt_encrypt_enabled: bool,
+    /// File holding external-dns's --txt-encrypt-aes-key (32 bytes, plain or base64; else the
+    /// env var GATEWAY_DNS_TXT_ENCRYPT_AES_KEY). With a key, encrypted records are read.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TXT_ENCRYPT_AES_KEY_FILE", help_heading = DNS)]
+    pub txt_encrypt_aes_key_file: Option<PathBuf>,
     /// RFC 2136 server, HOST:PORT; a host name is resolved again at every sync.
     #[arg(long, value_name = "HOST:PORT", env = "GATEWAY_DNS_RFC2136_SERVER", help_heading = PROVIDER)]
     pub rfc2136_server: Option<String>,

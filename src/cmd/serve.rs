@@ -412,7 +412,7 @@ async fn build_syncer(
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     sync_config.interval = args.interval;
     sync_config.dry_run = args.dry_run;
-    sync_config.txt_wildcard_replacement = args.provider_flags.txt_wildcard_replacement.clone();
+    sync_config.registry = super::provider::registry(&args.provider_flags)?;
     let mut syncer = Syncer::new(
         provider,
         Arc::new(EngineDesired::new(process.index.clone())),
