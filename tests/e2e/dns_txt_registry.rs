@@ -9,10 +9,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use gateway_dns::dns::Endpoint;
 use gateway_dns::dns::registry::{TxtRegistry, Value};
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::txt_crypto::TxtCipher;
-use gateway_dns::dns::{Endpoint, Provider};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{BlockReason, DesiredSource, SyncConfig, Syncer};
 
