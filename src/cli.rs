@@ -761,6 +761,19 @@ pub struct EngineArgs {
     /// (HostnameNotAllowedForNamespace); by default such a namespace is unrestricted.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES")]
     pub require_allowed_hostnames: bool,
+    /// Prefix of the external-dns annotations read on routes, Gateways and ListenerSets
+    /// (external-dns's --annotation-prefix; ends with `/`). The older
+    /// external-dns.alpha.kubernetes.io/ prefix is read too.
+    #[arg(long, default_value = crate::engine::DEFAULT_ANNOTATION_PREFIX, value_name = "PREFIX", env = "GATEWAY_DNS_ANNOTATION_PREFIX")]
+    pub annotation_prefix: String,
+}
+
+/// external-dns's rule: the prefix ends with `/` (it is glued to the annotation's name).
+fn annotation_prefix(prefix: &str) -> Result<String, ConfigError> {
+    if prefix.len() < 2 || !prefix.ends_with('/') || prefix.chars().any(char::is_whitespace) {
+        return Err(ConfigError::BadAnnotationPrefix(prefix.to_owned()));
+    }
+    Ok(prefix.to_owned())
 }
 
 fn parse_cidrs(values: &[String]) -> Result<Vec<Cidr>, ConfigError> {
@@ -806,6 +819,7 @@ impl EngineArgs {
             shared_names: Config::parse_shared_names(&self.shared_names)?,
             hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
             require_allowed_hostnames: self.require_allowed_hostnames,
+            annotation_prefix: annotation_prefix(&self.annotation_prefix)?,
         })
     }
 }
