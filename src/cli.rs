@@ -297,11 +297,12 @@ pub struct ProviderArgs {
     pub txt_wildcard_replacement: Option<String>,
     /// Put in front of each ownership record name, as external-dns's --txt-prefix (may hold
     /// `%{record_type}`, which then replaces the `a-`/`cname-` type mark).
-    #[arg(long, value_name = "PREFIX", env = "GATEWAY_DNS_TXT_PREFIX", conflicts_with = "txt_suffix", help_heading = DNS)]
+    #[arg(long, value_name = "PREFIX", env = "GATEWAY_DNS_TXT_PREFIX", conflicts_with = "txt_suffix", allow_hyphen_values = true, help_heading = DNS)]
     pub txt_prefix: Option<String>,
     /// Put after the first label of each ownership record name, as external-dns's --txt-suffix
     /// (may hold `%{record_type}`); exclusive with --txt-prefix.
-    #[arg(long, value_name = "SUFFIX", env = "GATEWAY_DNS_TXT_SUFFIX", help_heading = DNS)]
+    // A suffix usually starts with `-` (`-%{record_type}`): it is a value, not a flag.
+    #[arg(long, value_name = "SUFFIX", env = "GATEWAY_DNS_TXT_SUFFIX", allow_hyphen_values = true, help_heading = DNS)]
     pub txt_suffix: Option<String>,
     /// Write ownership records encrypted with AES-256-GCM, as external-dns's
     /// --txt-encrypt-enabled (needs the key; a key alone only reads encrypted records).

@@ -157,3 +157,109 @@ async fn takes_over_records_external_dns_wrote_with_a_typed_suffix_and_wildcard_
     assert!(lookup(&bind, "any-a.wild.example.com", "TXT").is_empty());
     assert!(lookup(&bind, "web-aaaa.example.com", "TXT").is_empty());
 }
+
+/// `gateway-dns serve --once` over the example cluster (a.example.com and b.example.com on
+/// 203.0.113.10) against `bind`, with `args` and `env` added: (exit status, stdout, stderr).
+fn serve_once(bind: &Bind, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"));
+    command
+        .args([
+            "serve",
+            "--once",
+            "--webhook=false",
+            "--txt-owner-id",
+            OWNER,
+        ])
+        .args(bind.serve_args())
+        .arg("--manifests")
+        .arg(manifests)
+        .args(args);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("GATEWAY_DNS_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("GATEWAY_DNS_LOG", "off")
+        .envs(bind.serve_env())
+        .envs(env.iter().copied());
+    let out = command.output().expect("gateway-dns runs");
+    (
+        out.status.code().expect("exited, not signalled"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The flags and environment variables reach the registry: `serve --once` takes over a record
+/// whose ownership external-dns wrote prefixed and encrypted, only with the right key.
+#[test]
+fn serve_reads_the_registry_options_from_flags_and_environment() {
+    let seed = [
+        "a IN A 198.51.100.99".to_string(),
+        format!("txt.a-a IN TXT \"{SEALED_APP}\""),
+    ]
+    .join("\n");
+    let bind = Bind::start(ZONE, &seed);
+    let prefix = ["--txt-prefix", "txt.", "--txt-encrypt-enabled"];
+
+    // Another key (a dry run, so that b is not written under it): a.example.com is not ours.
+    let wrong = serve_once(
+        &bind,
+        &[&prefix[..], &["--dry-run"]].concat(),
+        &[(
+            "GATEWAY_DNS_TXT_ENCRYPT_AES_KEY",
+            "01234567890123456789012345678901",
+        )],
+    );
+    assert_eq!(wrong.0, 0, "stdout: {}\nstderr: {}", wrong.1, wrong.2);
+    assert!(wrong.1.contains("blocked: a.example.com"), "{}", wrong.1);
+    assert!(!wrong.2.contains("0123456789"), "the key is never shown");
+    assert_eq!(lookup(&bind, "a.example.com", "A"), ["198.51.100.99"]);
+    assert_eq!(lookup(&bind, "txt.a-a.example.com", "TXT"), [SEALED_APP]);
+
+    // external-dns's key, from a file: taken over, and every ownership record encrypted.
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("aes-key");
+    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    let key_file = key_file.to_str().unwrap();
+    let right = serve_once(
+        &bind,
+        &[&prefix[..], &["--txt-encrypt-aes-key-file", key_file]].concat(),
+        &[],
+    );
+    assert_eq!(right.0, 0, "stdout: {}\nstderr: {}", right.1, right.2);
+    assert_eq!(lookup(&bind, "a.example.com", "A"), ["203.0.113.10"]);
+    assert_eq!(lookup(&bind, "b.example.com", "A"), ["203.0.113.10"]);
+    for txt in ["txt.a-a.example.com", "txt.a-b.example.com"] {
+        let values = lookup(&bind, txt, "TXT");
+        assert_eq!(values.len(), 1, "{txt}: {values:?}");
+        let plain = cipher().decrypt(&values[0]).unwrap();
+        assert!(
+            plain.starts_with("heritage=external-dns,external-dns/owner=gw-test,"),
+            "{txt}: {plain}"
+        );
+    }
+    assert!(lookup(&bind, "a-b.example.com", "TXT").is_empty());
+
+    // Settings external-dns refuses are refused too, before anything is written.
+    let both = serve_once(&bind, &["--txt-prefix", "x.", "--txt-suffix", "-y"], &[]);
+    assert_eq!(both.0, 2, "{}", both.2);
+    assert!(both.2.contains("--txt-suffix"), "{}", both.2);
+    let keyless = serve_once(&bind, &["--txt-encrypt-enabled"], &[]);
+    assert_eq!(keyless.0, 2, "{}", keyless.2);
+    assert!(
+        keyless.2.contains("GATEWAY_DNS_TXT_ENCRYPT_AES_KEY"),
+        "{}",
+        keyless.2
+    );
+    let short = serve_once(
+        &bind,
+        &[],
+        &[("GATEWAY_DNS_TXT_ENCRYPT_AES_KEY", "too-short-a-key")],
+    );
+    assert_eq!(short.0, 2, "{}", short.2);
+    assert!(short.2.contains("32 bytes"), "{}", short.2);
+    assert!(!short.2.contains("too-short-a-key"), "{}", short.2);
+}
