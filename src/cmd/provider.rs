@@ -110,7 +110,7 @@ pub async fn reader_writer(
             Arc::new(dnsendpoint::DnsEndpointProvider::new(
                 client,
                 &flags.dnsendpoint_namespace,
-                registry(flags)?,
+                registry(flags)?.with_encryption(None, false),
                 zones.to_vec(),
             )?)
         }
