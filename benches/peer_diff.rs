@@ -48,11 +48,6 @@ const RULE_CONTROLLER: &str = "Scope: a Gateway or ListenerSet whose `controller
     names another DNS controller is not managed, as for routes (external-dns's main branch; \
     v0.22 reads the annotation on routes only).";
 
-const RULE_ADDRESS_LOSS_GRACE: &str = "Address-loss grace: when a Gateway's addresses go \
-    empty (a load balancer re-provisioned, a controller restarting), its records stay for \
-    `--address-loss-grace` (default 10m) and are removed only after it; external-dns removes \
-    them at once.";
-
 /// Ownership records that differ only in the route they name (`external-dns/resource=`): several
 /// routes publish the same record, and each tool names one of them.
 const RESOURCE_VERDICT: Verdict = Verdict::ByDesign(
@@ -122,34 +117,6 @@ const KNOWN: &[Known] = &[
         name: "elsewhere.example.com",
         rtype: "A",
         verdict: Verdict::ByDesign(RULE_CONTROLLER),
-    },
-    Known {
-        scenario: "address-lost",
-        checkpoint: "address lost",
-        name: "api.example.com",
-        rtype: "A",
-        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
-    },
-    Known {
-        scenario: "address-lost",
-        checkpoint: "address lost",
-        name: "api.example.com",
-        rtype: "AAAA",
-        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
-    },
-    Known {
-        scenario: "address-lost",
-        checkpoint: "address lost",
-        name: "web.example.com",
-        rtype: "A",
-        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
-    },
-    Known {
-        scenario: "address-lost",
-        checkpoint: "address lost",
-        name: "web.example.com",
-        rtype: "AAAA",
-        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
     },
 ];
 
