@@ -47,6 +47,10 @@ const RULE_SPEC_ATTACHMENT: &str = "Attachment: with `--attachment spec` (the de
 const RULE_CONTROLLER: &str = "Scope: a Gateway or ListenerSet whose `controller` annotation \
     names another DNS controller is not managed, as for routes (external-dns's main branch; \
     v0.22 reads the annotation on routes only).";
+const RULE_ADDRESS_LOSS_GRACE: &str = "Records: when a Gateway's addresses go empty (a load \
+    balancer re-provisioned, a controller restarting), its names keep their records and their \
+    claim for `--address-loss-grace` (default 10m), with a GatewayHasNoAddress warning; only \
+    after it are they removed. external-dns removes them at once.";
 
 /// Ownership records that differ only in the route they name (`external-dns/resource=`): several
 /// routes publish the same record, and each tool names one of them.
@@ -117,6 +121,34 @@ const KNOWN: &[Known] = &[
         name: "elsewhere.example.com",
         rtype: "A",
         verdict: Verdict::ByDesign(RULE_CONTROLLER),
+    },
+    Known {
+        scenario: "address-lost",
+        checkpoint: "address lost",
+        name: "web.example.com",
+        rtype: "A",
+        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
+    },
+    Known {
+        scenario: "address-lost",
+        checkpoint: "address lost",
+        name: "web.example.com",
+        rtype: "AAAA",
+        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
+    },
+    Known {
+        scenario: "address-lost",
+        checkpoint: "address lost",
+        name: "api.example.com",
+        rtype: "A",
+        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
+    },
+    Known {
+        scenario: "address-lost",
+        checkpoint: "address lost",
+        name: "api.example.com",
+        rtype: "AAAA",
+        verdict: Verdict::ByDesign(RULE_ADDRESS_LOSS_GRACE),
     },
 ];
 
@@ -363,7 +395,8 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "address-lost",
             about: "A Gateway publishes two names, then its controller loses the address \
-                    (status.addresses emptied, Programmed=False).",
+                    (status.addresses emptied, Programmed=False); gateway-dns runs with its \
+                    default address-loss grace (10m), which outlasts the checkpoint.",
             steps: vec![
                 Apply(namespaces(&["infra", "apps"]) + &gateway("public", &public, "")),
                 Address("infra/public", &["203.0.113.10", "2001:db8::10"]),
