@@ -7,6 +7,12 @@
 //! `a-*.example.com` for a wildcard. Older external-dns wrote the TXT at the record's own name
 //! (the "legacy" format, which external-dns applies to every type but AAAA); we read both and
 //! write only the new one.
+//!
+//! external-dns's registry options change the name and the value, and [`TxtRegistry`] follows
+//! each as external-dns's name mapper and label serializer do: `--txt-prefix` before the first
+//! label or `--txt-suffix` after it (`%{record_type}` in either takes the type's place),
+//! `--txt-wildcard-replacement` for a leading `*`, and `--txt-encrypt-enabled` (the value
+//! encrypted, see [`super::txt_crypto`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
