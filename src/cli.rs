@@ -295,6 +295,23 @@ pub struct ProviderArgs {
     /// Replaces `*` in ownership record names (external-dns's --txt-wildcard-replacement).
     #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT", help_heading = DNS)]
     pub txt_wildcard_replacement: Option<String>,
+    /// Put in front of each ownership record name, as external-dns's --txt-prefix (may hold
+    /// `%{record_type}`, which then replaces the `a-`/`cname-` type mark).
+    #[arg(long, value_name = "PREFIX", env = "GATEWAY_DNS_TXT_PREFIX", conflicts_with = "txt_suffix", allow_hyphen_values = true, help_heading = DNS)]
+    pub txt_prefix: Option<String>,
+    /// Put after the first label of each ownership record name, as external-dns's --txt-suffix
+    /// (may hold `%{record_type}`); exclusive with --txt-prefix.
+    // A suffix usually starts with `-` (`-%{record_type}`): it is a value, not a flag.
+    #[arg(long, value_name = "SUFFIX", env = "GATEWAY_DNS_TXT_SUFFIX", allow_hyphen_values = true, help_heading = DNS)]
+    pub txt_suffix: Option<String>,
+    /// Write ownership records encrypted with AES-256-GCM, as external-dns's
+    /// --txt-encrypt-enabled (needs the key; a key alone only reads encrypted records).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_TXT_ENCRYPT_ENABLED", help_heading = DNS)]
+    pub txt_encrypt_enabled: bool,
+    /// File holding external-dns's --txt-encrypt-aes-key (32 bytes, plain or base64; else the
+    /// env var GATEWAY_DNS_TXT_ENCRYPT_AES_KEY). With a key, encrypted records are read.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_TXT_ENCRYPT_AES_KEY_FILE", help_heading = DNS)]
+    pub txt_encrypt_aes_key_file: Option<PathBuf>,
     /// RFC 2136 server, HOST:PORT; a host name is resolved again at every sync.
     #[arg(long, value_name = "HOST:PORT", env = "GATEWAY_DNS_RFC2136_SERVER", help_heading = PROVIDER)]
     pub rfc2136_server: Option<String>,
@@ -745,6 +762,19 @@ pub struct EngineArgs {
     /// (HostnameNotAllowedForNamespace); by default such a namespace is unrestricted.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_REQUIRE_ALLOWED_HOSTNAMES")]
     pub require_allowed_hostnames: bool,
+    /// Prefix of the external-dns annotations read on routes, Gateways and ListenerSets
+    /// (external-dns's --annotation-prefix; ends with `/`). The older
+    /// external-dns.alpha.kubernetes.io/ prefix is read too.
+    #[arg(long, default_value = crate::engine::DEFAULT_ANNOTATION_PREFIX, value_name = "PREFIX", env = "GATEWAY_DNS_ANNOTATION_PREFIX")]
+    pub annotation_prefix: String,
+}
+
+/// external-dns's rule: the prefix ends with `/` (it is glued to the annotation's name).
+fn annotation_prefix(prefix: &str) -> Result<String, ConfigError> {
+    if prefix.len() < 2 || !prefix.ends_with('/') || prefix.chars().any(char::is_whitespace) {
+        return Err(ConfigError::BadAnnotationPrefix(prefix.to_owned()));
+    }
+    Ok(prefix.to_owned())
 }
 
 fn parse_cidrs(values: &[String]) -> Result<Vec<Cidr>, ConfigError> {
@@ -790,6 +820,7 @@ impl EngineArgs {
             shared_names: Config::parse_shared_names(&self.shared_names)?,
             hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
             require_allowed_hostnames: self.require_allowed_hostnames,
+            annotation_prefix: annotation_prefix(&self.annotation_prefix)?,
         })
     }
 }

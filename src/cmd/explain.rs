@@ -267,7 +267,7 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
         )
     })?;
     let owners =
-        OwnershipIndex::from_records(&listed, &super::provider::registry(&args.provider_flags));
+        OwnershipIndex::from_records(&listed, &super::provider::registry(&args.provider_flags)?);
     let held: Vec<&Endpoint> = listed
         .iter()
         .filter(|e| names.contains(&e.dns_name))

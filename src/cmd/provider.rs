@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use crate::cli::{ProviderArgs, ProviderKind};
 use crate::dns::registry::TxtRegistry;
 use crate::dns::secret::SecretSource;
+use crate::dns::txt_crypto::TxtCipher;
 use crate::dns::{Provider, dnsendpoint, pdns, rfc2136, webhook};
 use crate::model::dns_name::canonical;
 use crate::source::kube;
@@ -109,15 +110,37 @@ pub async fn reader_writer(
             Arc::new(dnsendpoint::DnsEndpointProvider::new(
                 client,
                 &flags.dnsendpoint_namespace,
-                registry(flags),
+                registry(flags)?.with_encryption(None, false),
                 zones.to_vec(),
             )?)
         }
     })
 }
 
-/// The ownership registry the flags describe (`--txt-owner-id`, `--txt-wildcard-replacement`).
-pub fn registry(flags: &ProviderArgs) -> TxtRegistry {
-    TxtRegistry::new(flags.txt_owner_id.clone())
+/// The environment variable holding the TXT encryption key when no key file is given.
+pub const TXT_ENCRYPT_AES_KEY_ENV: &str = "GATEWAY_DNS_TXT_ENCRYPT_AES_KEY";
+
+/// The ownership registry the flags describe (`--txt-owner-id`, `--txt-prefix`/`--txt-suffix`,
+/// `--txt-wildcard-replacement`, the encryption key). A key file must be readable; the
+/// environment variable is used when set; `--txt-encrypt-enabled` without a key is an error.
+pub fn registry(flags: &ProviderArgs) -> Result<TxtRegistry> {
+    let key = match &flags.txt_encrypt_aes_key_file {
+        Some(path) => Some(SecretSource::File(path.clone()).load()?),
+        None => SecretSource::Env(TXT_ENCRYPT_AES_KEY_ENV.to_string())
+            .load()
+            .ok(),
+    };
+    if flags.txt_encrypt_enabled && key.is_none() {
+        bail!(
+            "--txt-encrypt-enabled needs a key: --txt-encrypt-aes-key-file or {TXT_ENCRYPT_AES_KEY_ENV}"
+        );
+    }
+    let cipher = key
+        .map(|key| TxtCipher::from_key_text(&key))
+        .transpose()
+        .context("the TXT encryption key")?;
+    Ok(TxtRegistry::new(flags.txt_owner_id.clone())
         .with_wildcard_replacement(flags.txt_wildcard_replacement.clone())
+        .with_affixes(flags.txt_prefix.clone(), flags.txt_suffix.clone())
+        .with_encryption(cipher, flags.txt_encrypt_enabled))
 }

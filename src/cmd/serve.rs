@@ -412,7 +412,12 @@ async fn build_syncer(
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     sync_config.interval = args.interval;
     sync_config.dry_run = args.dry_run;
-    sync_config.txt_wildcard_replacement = args.provider_flags.txt_wildcard_replacement.clone();
+    sync_config.registry = super::provider::registry(&args.provider_flags)?;
+    if matches!(args.provider, ProviderKind::Dnsendpoint) {
+        // Its ownership records are read back from the DNSEndpoint objects' labels, never
+        // written as TXT: external-dns, which writes them, applies its own encryption.
+        sync_config.registry = sync_config.registry.with_encryption(None, false);
+    }
     let mut syncer = Syncer::new(
         provider,
         Arc::new(EngineDesired::new(process.index.clone())),

@@ -26,7 +26,7 @@ use kube::api::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::registry::{Covers, TxtRegistry, covered_by, parse_ownership};
+use super::registry::{Covers, TxtRegistry, Value};
 use super::{Changes, Endpoint, Provider, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -229,13 +229,17 @@ impl DnsEndpointProvider {
         for endpoint in changes.update.iter().chain(&changes.create) {
             if endpoint.record_type == RecordType::TXT {
                 // An ownership record: the route it names becomes the object's resource.
-                let Covers::Record(registry_name, _) = covered_by(&endpoint.dns_name) else {
+                let Covers::Record(registry_name, _) = self.registry.covered_by(&endpoint.dns_name)
+                else {
                     continue;
                 };
                 let resource = endpoint
                     .targets
                     .iter()
-                    .filter_map(|value| parse_ownership(value))
+                    .filter_map(|value| match self.registry.parse(value) {
+                        Value::Ownership(labels) => Some(labels),
+                        Value::Undecryptable | Value::Other => None,
+                    })
                     .find(|labels| labels.owner == self.registry.owner_id)
                     .and_then(|labels| labels.resource);
                 for name in self.registry.record_names(&registry_name) {

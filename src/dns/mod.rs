@@ -12,6 +12,7 @@ pub mod pdns;
 pub mod registry;
 pub mod rfc2136;
 pub mod secret;
+pub mod txt_crypto;
 pub mod webhook;
 pub(crate) mod wire;
 

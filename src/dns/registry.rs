@@ -7,21 +7,23 @@
 //! `a-*.example.com` for a wildcard. Older external-dns wrote the TXT at the record's own name
 //! (the "legacy" format, which external-dns applies to every type but AAAA); we read both and
 //! write only the new one.
+//!
+//! external-dns's registry options change the name and the value, and [`TxtRegistry`] follows
+//! each as external-dns's name mapper and label serializer do: `--txt-prefix` before the first
+//! label or `--txt-suffix` after it (`%{record_type}` in either takes the type's place),
+//! `--txt-wildcard-replacement` for a leading `*`, and `--txt-encrypt-enabled` (the value
+//! encrypted, see [`super::txt_crypto`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Endpoint;
+use super::txt_crypto::{CryptoError, TxtCipher, looks_encrypted};
 use crate::model::RecordType;
 
 pub const HERITAGE: &str = "external-dns";
 const LABEL_PREFIX: &str = "external-dns/";
 const OWNER_KEY: &str = "owner";
 const RESOURCE_KEY: &str = "resource";
-
-/// The prefixes external-dns's mapper recognises (it manages more types than we do; a TXT
-/// named `mx-…` belongs to an MX record, not to a record named `mx-…`), plus `txt`, which
-/// external-dns writes for TXT records but does not read back; we do, for our own TXT records.
-const TYPE_PREFIXES: [&str; 8] = ["a", "aaaa", "cname", "txt", "ns", "mx", "srv", "naptr"];
 
 /// Labels parsed from one ownership TXT value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +32,10 @@ pub struct Labels {
     pub resource: Option<String>,
     /// Every `external-dns/<key>=<value>` pair, owner and resource included.
     pub all: BTreeMap<String, String>,
+    /// The plain text of the value (decrypted if it was encrypted, without quotes).
+    pub plain: String,
+    /// The value was encrypted with the registry's key.
+    pub encrypted: bool,
 }
 
 /// The TXT value that marks a record as owned by `owner_id`, in external-dns's layout
@@ -72,22 +78,52 @@ pub fn parse_ownership(value: &str) -> Option<Labels> {
         owner,
         resource,
         all,
+        plain: value.to_string(),
+        encrypted: false,
     })
 }
 
 /// Name of the ownership TXT record for `dns_name`/`record_type` (external-dns's new format,
-/// without `--txt-wildcard-replacement`).
+/// without prefix, suffix or wildcard replacement).
 pub fn txt_name(dns_name: &str, record_type: RecordType) -> String {
-    let prefix = record_type.as_str().to_ascii_lowercase();
-    format!("{prefix}-{dns_name}")
+    TxtRegistry::new("").txt_name(dns_name, record_type)
 }
 
-/// The registry's settings: our owner id, and external-dns's `--txt-wildcard-replacement`
-/// (many providers, PowerDNS among them, reject a `*` inside a label such as `a-*.example.com`).
+/// external-dns's placeholder in `--txt-prefix`/`--txt-suffix` for the lower-cased record type.
+pub const RECORD_TYPE_TEMPLATE: &str = "%{record_type}";
+
+/// The record types external-dns's name mapper recognises, in the order it tries them (the
+/// order matters with a placeholder: the first type whose affix matches wins).
+const MAPPER_TYPES: [&str; 10] = [
+    "a", "aaaa", "cname", "ns", "mx", "ptr", "srv", "naptr", "txt", "dname",
+];
+
+/// The registry's settings, each one of external-dns's TXT registry options, so an installation
+/// can take over from external-dns as it was configured: the owner id, `--txt-prefix` or
+/// `--txt-suffix`, `--txt-wildcard-replacement` (many providers, PowerDNS among them, reject a
+/// `*` inside a label such as `a-*.example.com`) and the AES key of `--txt-encrypt-enabled`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxtRegistry {
     pub owner_id: String,
     pub wildcard_replacement: Option<String>,
+    /// Lower-cased, as external-dns keeps it; at most one of prefix and suffix is set.
+    pub prefix: String,
+    pub suffix: String,
+    /// Reads encrypted values (external-dns reads them whenever a key is set).
+    pub cipher: Option<TxtCipher>,
+    /// Writes encrypted values.
+    pub encrypt: bool,
+}
+
+/// What one TXT value is to the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Ownership(Labels),
+    /// Looks like an encrypted ownership value, but the configured key does not open it: it is
+    /// not ours, and it is reported rather than taken for an ordinary TXT record in silence.
+    Undecryptable,
+    /// An ordinary TXT value.
+    Other,
 }
 
 impl TxtRegistry {
@@ -95,6 +131,10 @@ impl TxtRegistry {
         TxtRegistry {
             owner_id: owner_id.into(),
             wildcard_replacement: None,
+            prefix: String::new(),
+            suffix: String::new(),
+            cipher: None,
+            encrypt: false,
         }
     }
 
@@ -102,6 +142,21 @@ impl TxtRegistry {
         self.wildcard_replacement = replacement
             .map(|r| r.to_ascii_lowercase())
             .filter(|r| !r.is_empty());
+        self
+    }
+
+    /// external-dns's `--txt-prefix` and `--txt-suffix` (the caller keeps them exclusive; with
+    /// both set, as in external-dns, no ownership record would be recognised).
+    pub fn with_affixes(mut self, prefix: Option<String>, suffix: Option<String>) -> Self {
+        self.prefix = prefix.unwrap_or_default().to_ascii_lowercase();
+        self.suffix = suffix.unwrap_or_default().to_ascii_lowercase();
+        self
+    }
+
+    /// The AES key, and whether values are written encrypted (read whenever a key is set).
+    pub fn with_encryption(mut self, cipher: Option<TxtCipher>, encrypt: bool) -> Self {
+        self.encrypt = encrypt && cipher.is_some();
+        self.cipher = cipher;
         self
     }
 
@@ -126,12 +181,157 @@ impl TxtRegistry {
         names
     }
 
-    pub fn txt_name(&self, dns_name: &str, record_type: RecordType) -> String {
-        txt_name(&self.registry_name(dns_name), record_type)
+    fn type_in_affix(&self) -> bool {
+        self.prefix.contains(RECORD_TYPE_TEMPLATE) || self.suffix.contains(RECORD_TYPE_TEMPLATE)
     }
 
+    /// external-dns's `ToTXTName`: the prefix before the first label and the suffix after it
+    /// (the placeholder replaced by the type); the `<type>-` in front of the first label only
+    /// when no affix carries the placeholder; a leading `*` replaced first.
+    pub fn txt_name(&self, dns_name: &str, record_type: RecordType) -> String {
+        let record_type = record_type.as_str().to_ascii_lowercase();
+        let prefix = self.prefix.replace(RECORD_TYPE_TEMPLATE, &record_type);
+        let suffix = self.suffix.replace(RECORD_TYPE_TEMPLATE, &record_type);
+        let (first, rest) = match dns_name.split_once('.') {
+            Some((first, rest)) => (first, Some(rest)),
+            None => (dns_name, None),
+        };
+        let first = match &self.wildcard_replacement {
+            Some(replacement) if first == "*" => replacement.as_str(),
+            _ => first,
+        };
+        let type_mark = if self.type_in_affix() {
+            String::new()
+        } else {
+            format!("{record_type}-")
+        };
+        match rest {
+            Some(rest) => format!("{prefix}{type_mark}{first}{suffix}.{rest}"),
+            None => format!("{prefix}{type_mark}{first}{suffix}"),
+        }
+    }
+
+    /// external-dns's `ToEndpointName`: what the TXT record `txt_name` covers.
+    pub fn covered_by(&self, txt_name: &str) -> Covers {
+        let name = txt_name.to_ascii_lowercase();
+        let found = if self.suffix.is_empty() {
+            self.drop_affix(&name)
+        } else if self.prefix.is_empty() {
+            // The suffix sits after the first label (and after as many more as it has dots).
+            let dots = self.suffix.matches('.').count();
+            let parts: Vec<&str> = name.splitn(dots + 2, '.').collect();
+            if parts.len() <= dots {
+                None
+            } else {
+                let head = parts[..=dots].join(".");
+                self.drop_affix(&head)
+                    .map(|(covered, record_type)| match parts.get(dots + 1) {
+                        Some(rest) => (format!("{covered}.{rest}"), record_type),
+                        None => (covered, record_type),
+                    })
+            }
+        } else {
+            None
+        };
+        match found {
+            None => Covers::Unrelated,
+            Some((covered, "")) => Covers::Legacy(covered),
+            Some((covered, record_type)) => {
+                match record_type.to_ascii_uppercase().parse::<RecordType>() {
+                    Ok(record_type) => Covers::Record(covered, record_type),
+                    Err(_) => Covers::OtherType,
+                }
+            }
+        }
+    }
+
+    /// external-dns's `dropAffixExtractType`: the name without the affix and the type it names
+    /// (`""` for the legacy format), `None` when the affix is not there.
+    fn drop_affix(&self, name: &str) -> Option<(String, &'static str)> {
+        let is_prefix = self.suffix.is_empty();
+        let mut prefix = self.prefix.clone();
+        let mut suffix = self.suffix.clone();
+        if self.type_in_affix() {
+            for record_type in MAPPER_TYPES {
+                let typed_prefix = prefix.replace(RECORD_TYPE_TEMPLATE, record_type);
+                let typed_suffix = suffix.replace(RECORD_TYPE_TEMPLATE, record_type);
+                if is_prefix && let Some(rest) = name.strip_prefix(typed_prefix.as_str()) {
+                    return Some((rest.to_string(), record_type));
+                }
+                if !is_prefix && let Some(rest) = name.strip_suffix(typed_suffix.as_str()) {
+                    return Some((rest.to_string(), record_type));
+                }
+            }
+            // Records written before the placeholder was configured.
+            prefix = prefix.replace(RECORD_TYPE_TEMPLATE, "");
+            suffix = suffix.replace(RECORD_TYPE_TEMPLATE, "");
+        }
+        let rest = if is_prefix {
+            name.strip_prefix(prefix.as_str())
+        } else {
+            name.strip_suffix(suffix.as_str())
+        }?;
+        Some(type_in_default_position(rest))
+    }
+
+    /// What `value` is: an ownership value (plain, or encrypted and opened with our key), one
+    /// our key cannot open, or an ordinary TXT value.
+    pub fn parse(&self, value: &str) -> Value {
+        if let Some(labels) = parse_ownership(value) {
+            return Value::Ownership(labels);
+        }
+        let Some(cipher) = &self.cipher else {
+            return Value::Other;
+        };
+        match cipher.decrypt(value) {
+            Ok(plain) => match parse_ownership(&plain) {
+                Some(labels) => Value::Ownership(Labels {
+                    encrypted: true,
+                    ..labels
+                }),
+                None => Value::Other,
+            },
+            Err(_) if looks_encrypted(value) => Value::Undecryptable,
+            Err(_) => Value::Other,
+        }
+    }
+
+    /// Our ownership value for `resource`. Encrypted, it keeps a value of ours that already says
+    /// the same (so an unchanged record is not rewritten under a new nonce every pass).
+    pub fn value_for(
+        &self,
+        resource: Option<&str>,
+        present: &[(String, Labels)],
+    ) -> Result<String, CryptoError> {
+        let plain = ownership_value(&self.owner_id, resource);
+        match &self.cipher {
+            Some(cipher) if self.encrypt => present
+                .iter()
+                .find(|(_, labels)| labels.encrypted && labels.plain == plain)
+                .map(|(raw, _)| Ok(raw.clone()))
+                .unwrap_or_else(|| cipher.encrypt(&plain)),
+            _ => Ok(plain),
+        }
+    }
+
+    /// The plain ownership value for `resource` (what [`Self::value_for`] encrypts).
     pub fn value(&self, resource: Option<&str>) -> String {
         ownership_value(&self.owner_id, resource)
+    }
+}
+
+/// external-dns's `extractRecordTypeDefaultPosition`: a known type and a dash in front of the
+/// first label, else the legacy format (type `""`).
+fn type_in_default_position(name: &str) -> (String, &'static str) {
+    let first = name.split('-').next().unwrap_or_default();
+    match MAPPER_TYPES.iter().find(|t| **t == first) {
+        Some(record_type) => (
+            name.strip_prefix(&format!("{first}-"))
+                .unwrap_or(name)
+                .to_string(),
+            record_type,
+        ),
+        None => (name.to_string(), ""),
     }
 }
 
@@ -140,23 +340,17 @@ impl TxtRegistry {
 pub enum Covers {
     /// New format: the record of this name and type.
     Record(String, RecordType),
-    /// New format for a type we do not manage (NS, MX, SRV, NAPTR).
+    /// New format for a type we do not manage (NS, MX, PTR, SRV, NAPTR, DNAME).
     OtherType,
     /// Legacy format: records at this very name (every type but AAAA, as external-dns reads it).
     Legacy(String),
+    /// The configured prefix or suffix is not there: nothing this registry knows of.
+    Unrelated,
 }
 
-/// Reverse of [`txt_name`], reading the legacy layout too.
+/// Reverse of [`txt_name`] (no prefix or suffix), reading the legacy layout too.
 pub fn covered_by(txt_name: &str) -> Covers {
-    if let Some((first, rest)) = txt_name.split_once('-')
-        && TYPE_PREFIXES.contains(&first)
-    {
-        return match first.to_ascii_uppercase().parse::<RecordType>() {
-            Ok(record_type) => Covers::Record(rest.to_string(), record_type),
-            Err(_) => Covers::OtherType,
-        };
-    }
-    Covers::Legacy(txt_name.to_string())
+    TxtRegistry::new("").covered_by(txt_name)
 }
 
 /// Who owns a record, and through which TXT record we know it.
@@ -176,6 +370,10 @@ pub struct OwnershipIndex {
     legacy_by_name: BTreeMap<String, Owner>,
     /// TXT names holding at least one heritage value, with those values parsed.
     registry_txt: BTreeMap<String, Vec<(String, Labels)>>,
+    /// TXT names made only of ownership values: registry bookkeeping, not data.
+    registry_only: BTreeSet<String>,
+    /// TXT names holding a value that looks encrypted but that our key does not open.
+    undecryptable: BTreeSet<String>,
 }
 
 impl OwnershipIndex {
@@ -185,13 +383,25 @@ impl OwnershipIndex {
             by_record: BTreeMap::new(),
             legacy_by_name: BTreeMap::new(),
             registry_txt: BTreeMap::new(),
+            registry_only: BTreeSet::new(),
+            undecryptable: BTreeSet::new(),
         };
         for record in records.iter().filter(|r| r.record_type == RecordType::TXT) {
-            let parsed: Vec<(String, Labels)> = record
-                .targets
-                .iter()
-                .filter_map(|value| parse_ownership(value).map(|labels| (value.clone(), labels)))
-                .collect();
+            let mut parsed: Vec<(String, Labels)> = Vec::new();
+            let mut only_ownership = !record.targets.is_empty();
+            for value in &record.targets {
+                match registry.parse(value) {
+                    Value::Ownership(labels) => parsed.push((value.clone(), labels)),
+                    Value::Undecryptable => {
+                        index.undecryptable.insert(record.dns_name.clone());
+                        only_ownership = false;
+                    }
+                    Value::Other => only_ownership = false,
+                }
+            }
+            if only_ownership {
+                index.registry_only.insert(record.dns_name.clone());
+            }
             let Some((_, labels)) = parsed.first() else {
                 continue;
             };
@@ -201,18 +411,24 @@ impl OwnershipIndex {
                 txt_name: record.dns_name.clone(),
                 legacy,
             };
-            match covered_by(&record.dns_name) {
+            match registry.covered_by(&record.dns_name) {
                 Covers::Record(name, record_type) => {
                     index.by_record.insert((name, record_type), owner(false));
                 }
                 Covers::Legacy(name) => {
                     index.legacy_by_name.insert(name, owner(true));
                 }
-                Covers::OtherType => {}
+                Covers::OtherType | Covers::Unrelated => {}
             }
             index.registry_txt.insert(record.dns_name.clone(), parsed);
         }
         index
+    }
+
+    /// TXT records with a value that looks encrypted but does not open with our key (another
+    /// installation's key, or a wrong one): not ours, and worth telling the operator.
+    pub fn undecryptable(&self) -> &BTreeSet<String> {
+        &self.undecryptable
     }
 
     /// The owner of the record `name`/`record_type`: the new format first, then the legacy one
@@ -239,15 +455,11 @@ impl OwnershipIndex {
             .unwrap_or(&[])
     }
 
-    /// True when `record` is a TXT RRset made only of heritage values: registry bookkeeping,
+    /// True when `record` (one of the indexed records) is a TXT RRset made only of heritage
+    /// values, plain or opened with our key: registry bookkeeping,
     /// not a record anyone published for its own sake.
     pub fn is_registry_record(&self, record: &Endpoint) -> bool {
-        record.record_type == RecordType::TXT
-            && !record.targets.is_empty()
-            && record
-                .targets
-                .iter()
-                .all(|value| parse_ownership(value).is_some())
+        record.record_type == RecordType::TXT && self.registry_only.contains(&record.dns_name)
     }
 
     /// New-format ownership records whose owner is `owner_id` (name, type covered, TXT name).
@@ -388,5 +600,247 @@ mod tests {
         );
         assert!(index.is_registry_record(&records[0]));
         assert!(!index.is_registry_record(&records[1]));
+    }
+
+    fn affixed(prefix: &str, suffix: &str, wildcard: Option<&str>) -> TxtRegistry {
+        TxtRegistry::new("gw")
+            .with_affixes(
+                Some(prefix.to_string()).filter(|p| !p.is_empty()),
+                Some(suffix.to_string()).filter(|s| !s.is_empty()),
+            )
+            .with_wildcard_replacement(wildcard.map(str::to_string))
+    }
+
+    /// external-dns's `ToTXTName`/`ToEndpointName` cases (registry/mapper), both ways.
+    #[test]
+    fn affixes_name_records_as_external_dns_does() {
+        // (prefix, suffix, wildcard replacement, record name, type, ownership record name)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a str>,
+            &'a str,
+            RecordType,
+            &'a str,
+        );
+        let cases: [Case; 12] = [
+            (
+                "",
+                "",
+                None,
+                "foo.example.com",
+                RecordType::A,
+                "a-foo.example.com",
+            ),
+            (
+                "txt-",
+                "",
+                None,
+                "foo.example.com",
+                RecordType::A,
+                "txt-a-foo.example.com",
+            ),
+            (
+                "TXT.",
+                "",
+                None,
+                "foo.example.com",
+                RecordType::CNAME,
+                "txt.cname-foo.example.com",
+            ),
+            (
+                "%{record_type}-",
+                "",
+                None,
+                "foo.example.com",
+                RecordType::AAAA,
+                "aaaa-foo.example.com",
+            ),
+            (
+                "ext-%{record_type}.",
+                "",
+                None,
+                "foo.example.com",
+                RecordType::A,
+                "ext-a.foo.example.com",
+            ),
+            (
+                "",
+                "-%{record_type}",
+                None,
+                "foo.example.com",
+                RecordType::CNAME,
+                "foo-cname.example.com",
+            ),
+            (
+                "",
+                "-owner",
+                None,
+                "foo.example.com",
+                RecordType::A,
+                "a-foo-owner.example.com",
+            ),
+            (
+                "",
+                ".reg",
+                None,
+                "foo.example.com",
+                RecordType::AAAA,
+                "aaaa-foo.reg.example.com",
+            ),
+            (
+                "txt-",
+                "",
+                Some("wild"),
+                "*.example.com",
+                RecordType::A,
+                "txt-a-wild.example.com",
+            ),
+            (
+                "%{record_type}-",
+                "",
+                Some("wild"),
+                "*.example.com",
+                RecordType::A,
+                "a-wild.example.com",
+            ),
+            (
+                "",
+                "-%{record_type}",
+                Some("wild"),
+                "*.example.com",
+                RecordType::AAAA,
+                "wild-aaaa.example.com",
+            ),
+            (
+                "",
+                "-%{record_type}",
+                None,
+                "example",
+                RecordType::A,
+                "example-a",
+            ),
+        ];
+        for (prefix, suffix, wildcard, name, record_type, want) in cases {
+            let registry = affixed(prefix, suffix, wildcard);
+            assert_eq!(
+                registry.txt_name(name, record_type),
+                want,
+                "{prefix:?} {suffix:?} {name}"
+            );
+            let registry_name = registry.registry_name(name).into_owned();
+            assert_eq!(
+                registry.covered_by(want),
+                Covers::Record(registry_name, record_type),
+                "{prefix:?} {suffix:?} {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn affixes_read_legacy_and_foreign_names_as_external_dns_does() {
+        let prefixed = affixed("txt.", "", None);
+        // Written before the type mark existed: the record's own name behind the prefix.
+        assert_eq!(
+            prefixed.covered_by("txt.app.example.com"),
+            Covers::Legacy("app.example.com".into())
+        );
+        // Without the prefix, nothing of ours (external-dns keys it on an empty name).
+        assert_eq!(prefixed.covered_by("a-app.example.com"), Covers::Unrelated);
+        assert_eq!(
+            prefixed.covered_by("txt.mx-app.example.com"),
+            Covers::OtherType
+        );
+        // A placeholder prefix still reads records written with the plain one.
+        let templated = affixed("%{record_type}-reg.", "", None);
+        assert_eq!(
+            templated.covered_by("cname-reg.app.example.com"),
+            Covers::Record("app.example.com".into(), RecordType::CNAME)
+        );
+        assert_eq!(
+            templated.covered_by("-reg.a-app.example.com"),
+            Covers::Record("app.example.com".into(), RecordType::A)
+        );
+        // Suffix with dots: the labels it spans are taken out after the first label.
+        let dotted = affixed("", ".foo.bar", None);
+        assert_eq!(
+            dotted.covered_by("a-example.foo.bar.com"),
+            Covers::Record("example.com".into(), RecordType::A)
+        );
+        assert_eq!(dotted.covered_by("a-example.foo"), Covers::Unrelated);
+        // external-dns gives up when both are set; so do we (the flags forbid it anyway).
+        assert_eq!(
+            affixed("pre-", "-suf", None).covered_by("pre-a-foo-suf.example.com"),
+            Covers::Unrelated
+        );
+        assert_eq!(
+            covered_by("ptr-2.1.168.192.in-addr.arpa"),
+            Covers::OtherType
+        );
+    }
+
+    const KEY: &str = "passphrasewhichneedstobe32bytes!";
+
+    fn encrypted(registry: TxtRegistry, write: bool) -> TxtRegistry {
+        registry.with_encryption(Some(TxtCipher::from_key_text(KEY).unwrap()), write)
+    }
+
+    #[test]
+    fn encrypted_values_are_read_kept_and_undecryptable_ones_are_not_ours() {
+        let registry = encrypted(TxtRegistry::new("gw"), true);
+        let plain = ownership_value("gw", Some("httproute/shop/web"));
+        // A fixture in external-dns's format: base64(nonce || AES-GCM(gzip(value))), quoted.
+        let sealed = TxtCipher::from_key_text(KEY)
+            .unwrap()
+            .encrypt(&plain)
+            .unwrap();
+        let quoted = format!("\"{sealed}\"");
+        let other_key = TxtCipher::from_key_text("ZPitL0NGVQBZbTD6DwXJzD8RiStSazzYXQsdUowLURY=")
+            .unwrap()
+            .encrypt(&ownership_value("gw", None))
+            .unwrap();
+        let records = vec![
+            Endpoint::new("a-web.example.com", RecordType::TXT, [quoted.clone()]),
+            Endpoint::new("a-other.example.com", RecordType::TXT, [other_key]),
+        ];
+        let index = OwnershipIndex::from_records(&records, &registry);
+        let owner = index.owner_of("web.example.com", RecordType::A).unwrap();
+        assert_eq!(owner.owner, "gw");
+        assert_eq!(owner.resource.as_deref(), Some("httproute/shop/web"));
+        assert!(index.is_registry_record(&records[0]));
+        assert!(index.owner_of("other.example.com", RecordType::A).is_none());
+        assert!(!index.is_registry_record(&records[1]));
+        assert_eq!(
+            index.undecryptable().iter().collect::<Vec<_>>(),
+            ["a-other.example.com"]
+        );
+        // The same claim keeps the value it has (no new nonce every pass) ...
+        let present = index.registry_values("a-web.example.com");
+        assert_eq!(
+            registry
+                .value_for(Some("httproute/shop/web"), present)
+                .unwrap(),
+            quoted
+        );
+        // ... a changed one is sealed afresh, and opens to the new text.
+        let moved = registry
+            .value_for(Some("httproute/shop/new"), present)
+            .unwrap();
+        assert_ne!(moved, quoted);
+        assert!(matches!(
+            registry.parse(&moved),
+            Value::Ownership(Labels { encrypted: true, ref resource, .. })
+                if resource.as_deref() == Some("httproute/shop/new")
+        ));
+        // With the key but encryption off, values are read and written in the clear.
+        let reading = encrypted(TxtRegistry::new("gw"), false);
+        assert_eq!(
+            reading
+                .value_for(Some("httproute/shop/web"), present)
+                .unwrap(),
+            plain
+        );
+        // Without a key, the encrypted value is an ordinary TXT record.
+        assert_eq!(TxtRegistry::new("gw").parse(&quoted), Value::Other);
     }
 }

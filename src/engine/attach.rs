@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::grace::{AddressLoss, rfc3339};
 use super::hostname::{intersect, is_wildcard};
 use super::world::{Claim, Finding, KeptAddresses, NameSource, Origin, RouteEval, World};
-use super::{AttachmentMode, Config, Reason, annotation, concat, selector};
+use super::{AttachmentMode, Config, Reason, concat, selector};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{
     Acceptance, Address, Gateway, Listener, ListenerSet, Meta, NamespacesFrom, ObjectKind,
@@ -35,18 +35,19 @@ pub fn route_in_scope(cfg: &Config, route: &Route) -> bool {
     {
         return false;
     }
-    controller_is_ours(&route.meta)
+    controller_is_ours(cfg, &route.meta)
 }
 
 /// external-dns's `controller` annotation: an object (route, Gateway or ListenerSet) claimed by
 /// another DNS controller is not ours.
-pub fn controller_is_ours(meta: &Meta) -> bool {
-    other_controller(meta).is_none()
+pub fn controller_is_ours(cfg: &Config, meta: &Meta) -> bool {
+    other_controller(cfg, meta).is_none()
 }
 
 /// The other DNS controller an object's `controller` annotation names, if it names one.
-fn other_controller(meta: &Meta) -> Option<&str> {
-    annotation(&meta.annotations, "controller").filter(|c| *c != "dns-controller")
+fn other_controller<'m>(cfg: &Config, meta: &'m Meta) -> Option<&'m str> {
+    cfg.annotation(&meta.annotations, "controller")
+        .filter(|c| *c != "dns-controller")
 }
 
 /// Does the Gateway pass the Gateway filters of this installation?
@@ -64,7 +65,7 @@ pub fn gateway_in_scope(cfg: &Config, gateway: &Gateway) -> bool {
             .gateway_selector
             .as_ref()
             .is_none_or(|sel| selector::matches(sel, &gateway.meta.labels))
-        && controller_is_ours(&gateway.meta)
+        && controller_is_ours(cfg, &gateway.meta)
 }
 
 /// The protocol a route kind speaks, as listeners name it.
@@ -171,8 +172,8 @@ fn admits_listener_set<W: World>(world: &W, gateway: &Gateway, namespace: &str) 
 }
 
 /// Addresses from the target annotation (comma-separated IPs or hostnames), if set.
-fn target_override(annotations: &StringMap) -> Option<Vec<Address>> {
-    let raw = annotation(annotations, "target")?;
+fn target_override(cfg: &Config, annotations: &StringMap) -> Option<Vec<Address>> {
+    let raw = cfg.annotation(annotations, "target")?;
     Some(raw.split(',').filter_map(Address::parse).collect())
 }
 
@@ -234,7 +235,7 @@ fn requested_hostnames<'r>(
     route: &'r Route,
     findings: &mut Vec<Finding>,
 ) -> Requested<'r> {
-    let source = annotation(&route.meta.annotations, "gateway-hostname-source");
+    let source = cfg.annotation(&route.meta.annotations, "gateway-hostname-source");
     let use_spec = source != Some("annotation-only");
     let use_annotation = !cfg.ignore_hostname_annotation && source != Some("defined-hosts-only");
     let mut raw: Vec<(&str, NameSource)> = Vec::new();
@@ -247,7 +248,7 @@ fn requested_hostnames<'r>(
                 .map(|(i, h)| (&**h, NameSource::SpecHostname(field_index(i)))),
         );
     }
-    if use_annotation && let Some(list) = annotation(&route.meta.annotations, "hostname") {
+    if use_annotation && let Some(list) = cfg.annotation(&route.meta.annotations, "hostname") {
         raw.extend(
             list.split(',')
                 .map(str::trim)
@@ -268,7 +269,7 @@ fn requested_hostnames<'r>(
             Err(err) => findings.push(Finding {
                 reason: Reason::InvalidHostname,
                 hostname: Some((*host).into()),
-                field: source.field().into(),
+                field: source.field(cfg).into(),
                 message: format!("{host} {err}; use a DNS name such as app.example.com").into(),
             }),
         }
@@ -324,7 +325,7 @@ fn attach_parent<'w, W: World>(
             else {
                 let what = match world
                     .gateway(ns, name)
-                    .and_then(|gw| other_controller(&gw.meta))
+                    .and_then(|gw| other_controller(cfg, &gw.meta))
                 {
                     Some(other) => format!(
                         "Gateway {ns}/{name} is annotated for another DNS controller ({other})"
@@ -343,7 +344,7 @@ fn attach_parent<'w, W: World>(
                 )));
                 return None;
             };
-            if let Some(other) = other_controller(&ls.meta) {
+            if let Some(other) = other_controller(cfg, &ls.meta) {
                 findings.push(not_found(format!(
                     "ListenerSet {ns}/{name} is annotated for another DNS controller ({other})"
                 )));
@@ -504,8 +505,8 @@ pub fn origin_of(
         )
     };
     let overridden = listener_set
-        .and_then(|ls| target_override(&ls.meta.annotations))
-        .or_else(|| target_override(&gateway.meta.annotations));
+        .and_then(|ls| target_override(cfg, &ls.meta.annotations))
+        .or_else(|| target_override(cfg, &gateway.meta.annotations));
     let (targets, kept) = match (overridden, loss) {
         (Some(targets), _) => (sorted_targets(targets), None),
         (None, Some(loss)) if gateway.addresses.is_empty() && loss.in_grace(now, grace) => (
@@ -518,8 +519,8 @@ pub fn origin_of(
         (None, _) => (chosen(&gateway.addresses), None),
     };
     let ttl = listener_set
-        .and_then(|ls| annotation(&ls.meta.annotations, "ttl"))
-        .or_else(|| annotation(&gateway.meta.annotations, "ttl"))
+        .and_then(|ls| cfg.annotation(&ls.meta.annotations, "ttl"))
+        .or_else(|| cfg.annotation(&gateway.meta.annotations, "ttl"))
         .and_then(parse_ttl);
     Origin {
         gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
@@ -561,7 +562,9 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     }
     let mut findings = Vec::new();
     let requested = requested_hostnames(cfg, route, &mut findings);
-    let ttl = annotation(&route.meta.annotations, "ttl").and_then(parse_ttl);
+    let ttl = cfg
+        .annotation(&route.meta.annotations, "ttl")
+        .and_then(parse_ttl);
     if route.parent_refs.is_empty() {
         findings.push(finding(
             Reason::NoParentRefs,
@@ -621,7 +624,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                 findings.push(finding(
                     Reason::NoMatchingListenerHostname,
                     names.first().copied(),
-                    outside[0].1.field(),
+                    outside[0].1.field(cfg),
                     concat(&[
                         &names.join(", "),
                         if names.len() == 1 { " is" } else { " are" },
@@ -635,7 +638,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                     findings.push(finding(
                         Reason::HostnameOutsideListener,
                         Some(host),
-                        source.field(),
+                        source.field(cfg),
                         concat(&[
                             host,
                             " is outside the listener hostnames of ",
@@ -757,7 +760,7 @@ fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<Finding>) -> bo
         findings.push(finding(
             Reason::CnameNotAllowed,
             Some(name),
-            claim.source.field(),
+            claim.source.field(cfg),
             format!(
                 "{name} is the apex of a managed zone, where a CNAME cannot be (the zone's SOA and NS records are there), so its CNAME to {} through Gateway {gateway} is not published; use a name below the zone or an IP target",
                 hostnames.join(", ")
@@ -776,7 +779,7 @@ fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<Finding>) -> bo
     findings.push(finding(
         Reason::CnameNotAllowed,
         Some(name),
-        claim.source.field(),
+        claim.source.field(cfg),
         message,
     ));
     true
@@ -791,7 +794,7 @@ fn route_target_override<W: World>(
     route: &Route,
     findings: &mut Vec<Finding>,
 ) -> Option<Arc<[Address]>> {
-    let targets = target_override(&route.meta.annotations).filter(|t| !t.is_empty())?;
+    let targets = target_override(cfg, &route.meta.annotations).filter(|t| !t.is_empty())?;
     let labels = world
         .namespace(&route.meta.namespace)
         .map(|ns| &ns.meta.labels);
@@ -799,7 +802,7 @@ fn route_target_override<W: World>(
         findings.push(finding(
             Reason::RouteTargetNotAllowed,
             None,
-            TARGET_ANNOTATION_FIELD.to_owned(),
+            cfg.annotation_field("target"),
             format!(
                 "routes in namespace {} may not set their own DNS targets, so the target annotation is ignored and the names point at the Gateway's addresses; remove it or ask the platform team",
                 route.meta.namespace
@@ -809,9 +812,6 @@ fn route_target_override<W: World>(
     }
     Some(sorted_targets(targets))
 }
-
-/// The field a route's target annotation is reported at.
-pub const TARGET_ANNOTATION_FIELD: &str = "metadata.annotations[external-dns.kubernetes.io/target]";
 
 /// A field index as it is kept in a [`NameSource`]: a route with more than `u32::MAX` entries
 /// cannot be decoded, but the index saturates rather than wrap.
@@ -833,13 +833,15 @@ fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
             ),
         ));
     }
-    let annotated = annotation(&route.meta.annotations, "hostname").map_or(0, |list| {
-        list.split(',').filter(|h| !h.trim().is_empty()).count()
-    });
+    let annotated = cfg
+        .annotation(&route.meta.annotations, "hostname")
+        .map_or(0, |list| {
+            list.split(',').filter(|h| !h.trim().is_empty()).count()
+        });
     let hostnames = route.hostnames.len() + annotated;
     if hostnames > cfg.max_route_hostnames {
         let field = if annotated > 0 {
-            NameSource::Annotation.field()
+            NameSource::Annotation.field(cfg)
         } else {
             "spec.hostnames".to_owned()
         };

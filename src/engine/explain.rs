@@ -490,7 +490,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                     gateway: c.claim.origin.gateway.to_string(),
                     listener_set: c.claim.origin.listener_set.as_deref().map(str::to_owned),
                     targets: c.claim.origin.targets.iter().map(ToString::to_string).collect(),
-                    field: c.claim.source.field(),
+                    field: c.claim.source.field(world.config()),
                     result,
                     decided_by,
                     why,
@@ -581,7 +581,7 @@ fn route_on_name<W: World>(
             requested_names(world.config(), route)
                 .into_iter()
                 .filter(|(requested, _)| requested == name)
-                .map(|(_, source)| source.field()),
+                .map(|(_, source)| source.field(world.config())),
         )
         .collect();
     let intrinsic: Vec<ExplainedFinding> = entry

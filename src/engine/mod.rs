@@ -27,30 +27,16 @@ pub use world::{
     Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
 };
 
-/// Annotation prefixes gateway-dns honours (external-dns's current and older prefix).
-pub const ANNOTATION_PREFIXES: [&str; 2] = [
-    "external-dns.kubernetes.io/",
-    "external-dns.alpha.kubernetes.io/",
-];
+/// external-dns's default annotation prefix (its `--annotation-prefix`); `--annotation-prefix`
+/// changes it, as it does for external-dns.
+pub const DEFAULT_ANNOTATION_PREFIX: &str = "external-dns.kubernetes.io/";
+/// The older prefix, still read after the configured one.
+pub const ALPHA_ANNOTATION_PREFIX: &str = "external-dns.alpha.kubernetes.io/";
 /// Namespace label that overrides `--mode` for routes in that namespace.
 pub const MODE_LABEL: &str = "gateway-dns.io/mode";
 /// Namespace label that allows (`allow`) or forbids (`forbid`) the target annotation on routes
 /// in that namespace, overriding `--allow-route-targets` (ARCHITECTURE.md, "Names").
 pub const ROUTE_TARGETS_LABEL: &str = "gateway-dns.io/route-targets";
-
-/// Is this an annotation the engine can read (see [`annotation`])?
-pub fn is_engine_annotation(key: &str) -> bool {
-    ANNOTATION_PREFIXES
-        .iter()
-        .any(|prefix| key.starts_with(prefix))
-}
-
-/// Reads an external-dns annotation under either prefix (the current one wins).
-pub fn annotation<'a>(annotations: &'a StringMap, name: &str) -> Option<&'a str> {
-    ANNOTATION_PREFIXES
-        .iter()
-        .find_map(|prefix| annotations.get_joined(prefix, name))
-}
 
 /// Joins `parts` into one exactly sized String. Finding messages are built on every review;
 /// `format!` would grow its buffer a step at a time and go through the formatting machinery.
@@ -88,6 +74,8 @@ pub enum ConfigError {
     },
     #[error("--action takes REASON=deny|warn|ignore, got {0:?}")]
     BadAction(String),
+    #[error("--annotation-prefix must end with '/' (e.g. external-dns.kubernetes.io/), got {0:?}")]
+    BadAnnotationPrefix(String),
     #[error("--shared-name takes a DNS name or *.suffix, got {0:?}")]
     BadSharedName(String),
     #[error(transparent)]
@@ -346,6 +334,9 @@ pub struct Config {
     pub hostname_ownership: HostnameOwnership,
     /// A namespace without the allowed-hostnames annotation may publish nothing.
     pub require_allowed_hostnames: bool,
+    /// The prefix of the external-dns annotations (`--annotation-prefix`, external-dns's flag of
+    /// the same name); [`ALPHA_ANNOTATION_PREFIX`] is read too (ARCHITECTURE.md, "Names").
+    pub annotation_prefix: String,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -375,6 +366,7 @@ impl Default for Config {
             allow_route_targets: true,
             zones: Vec::new(),
             shared_names: Vec::new(),
+            annotation_prefix: DEFAULT_ANNOTATION_PREFIX.to_owned(),
             hostname_ownership: HostnameOwnership::Off,
             require_allowed_hostnames: false,
         }
@@ -400,6 +392,24 @@ impl Config {
     /// selected by label, annotations only under the external-dns prefixes unless routes are
     /// filtered by annotation. The index stores routes trimmed, so a cluster's bookkeeping
     /// labels and annotations (Helm, Argo CD, kubectl) cost nothing there.
+    /// Reads an external-dns annotation under the configured prefix, then under the older
+    /// alpha prefix.
+    pub fn annotation<'a>(&self, annotations: &'a StringMap, name: &str) -> Option<&'a str> {
+        [self.annotation_prefix.as_str(), ALPHA_ANNOTATION_PREFIX]
+            .iter()
+            .find_map(|prefix| annotations.get_joined(prefix, name))
+    }
+
+    /// The field path findings give for the external-dns annotation `name`.
+    pub fn annotation_field(&self, name: &str) -> String {
+        concat(&["metadata.annotations[", &self.annotation_prefix, name, "]"])
+    }
+
+    /// Is this an annotation the engine reads (see [`Config::annotation`])?
+    pub fn is_engine_annotation(&self, key: &str) -> bool {
+        key.starts_with(self.annotation_prefix.as_str()) || key.starts_with(ALPHA_ANNOTATION_PREFIX)
+    }
+
     pub fn trim_route(&self, route: Arc<Route>) -> Arc<Route> {
         let drop_labels = self.scope.route_selector.is_none() && !route.meta.labels.is_empty();
         let drop_annotations = self.scope.annotation_filter.is_none()
@@ -407,7 +417,7 @@ impl Config {
                 .meta
                 .annotations
                 .iter()
-                .any(|(key, _)| !is_engine_annotation(key));
+                .any(|(key, _)| !self.is_engine_annotation(key));
         if !drop_labels && !drop_annotations {
             return route;
         }
@@ -416,7 +426,10 @@ impl Config {
             route.meta.labels = StringMap::default();
         }
         if drop_annotations {
-            route.meta.annotations = route.meta.annotations.filtered(is_engine_annotation);
+            route.meta.annotations = route
+                .meta
+                .annotations
+                .filtered(|key| self.is_engine_annotation(key));
         }
         Arc::new(route)
     }

@@ -132,7 +132,7 @@ pub(crate) fn keep_allowed_claims<W: World>(
         findings.push(Finding {
             reason: Reason::HostnameNotAllowedForNamespace,
             hostname: Some((*name).into()),
-            field: source.field().into(),
+            field: source.field(world.config()).into(),
             message: message.into(),
         });
     }

@@ -443,7 +443,7 @@ fn settle_claimed_name<W: World>(
             c.route,
             reason,
             Some(name.to_owned()),
-            c.claim.source.field(),
+            c.claim.source.field(world.config()),
             message,
         )
     }));
@@ -469,7 +469,7 @@ fn ttl_violations<W: World>(world: &W, settlement: &Settlement) -> Vec<Violation
                 c.route,
                 Reason::TtlConflict,
                 Some(settlement.name.to_owned()),
-                c.claim.source.field(),
+                c.claim.source.field(world.config()),
                 ttl_message(settlement.name, c, holder, lowest),
             )
         })
@@ -559,7 +559,7 @@ fn shared_cname_violations<W: World>(
                 c.route,
                 Reason::CnameNotAllowed,
                 Some(name.to_owned()),
-                c.claim.source.field(),
+                c.claim.source.field(world.config()),
                 message.clone(),
             )
         })
@@ -644,7 +644,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     route,
                     Reason::HostnameOwnedByOtherNamespace,
                     Some(name.to_owned()),
-                    claim.claim.source.field(),
+                    claim.claim.source.field(world.config()),
                     ownership::owned_message(name, &owner, &route.meta.namespace),
                 ));
             }
@@ -673,7 +673,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     route,
                     Reason::HostnameConflict,
                     Some(name.to_owned()),
-                    claim.claim.source.field(),
+                    claim.claim.source.field(world.config()),
                     conflict_message(name, &incumbent, claim),
                 ));
             } else if let Some(mine) = claim.ttl
@@ -687,7 +687,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     route,
                     Reason::TtlConflict,
                     Some(name.to_owned()),
-                    claim.claim.source.field(),
+                    claim.claim.source.field(world.config()),
                     ttl_message(name, claim, lower, lower.ttl.unwrap_or(mine)),
                 ));
             }

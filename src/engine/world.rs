@@ -108,12 +108,11 @@ pub enum NameSource {
 }
 
 impl NameSource {
-    pub fn field(self) -> String {
+    /// The field path of the name, the annotation named with the configured prefix.
+    pub fn field(self, cfg: &Config) -> String {
         let (prefix, index) = match self {
             NameSource::SpecHostname(i) => ("spec.hostnames[", i),
-            NameSource::Annotation => {
-                return "metadata.annotations[external-dns.kubernetes.io/hostname]".to_owned();
-            }
+            NameSource::Annotation => return cfg.annotation_field("hostname"),
             NameSource::Inherited(i) => ("spec.parentRefs[", i),
         };
         // u32 always fits a usize on the targets gateway-dns builds for (32 and 64 bits).

@@ -229,6 +229,7 @@ pub struct Metrics {
     last_successful_sync: FloatGauge,
     records: Family<ZoneLabels, Gauge>,
     records_blocked: Family<ReasonLabels, Gauge>,
+    registry_undecryptable: Gauge,
     leader: Gauge,
     tls_reloads: Family<ResultLabels, Counter>,
     findings: Family<ReasonLabels, Gauge>,
@@ -353,6 +354,13 @@ impl Metrics {
                 reason: group.as_str().to_string(),
             });
         }
+        let registry_undecryptable = Gauge::default();
+        registry.register(
+            "gateway_dns_registry_undecryptable_records",
+            "TXT records at the last sync pass whose value looks like an encrypted ownership \
+             value that the configured key does not open (treated as not ours)",
+            registry_undecryptable.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "gateway_dns_leader",
@@ -414,6 +422,7 @@ impl Metrics {
             last_successful_sync,
             records,
             records_blocked,
+            registry_undecryptable,
             leader,
             tls_reloads,
             findings,
@@ -644,6 +653,12 @@ impl Metrics {
             .get_or_create(&ReasonLabels {
                 reason: group.as_str().to_string(),
             })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets how many TXT records our key could not decrypt at the last sync pass.
+    pub fn set_registry_undecryptable(&self, count: u64) {
+        self.registry_undecryptable
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 

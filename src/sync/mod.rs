@@ -39,11 +39,9 @@ where
 
 #[derive(Debug, Clone)]
 pub struct SyncConfig {
-    /// The registry owner id (`--txt-owner-id`).
-    pub owner_id: String,
-    /// external-dns's `--txt-wildcard-replacement` (needed by providers that reject `*` inside
-    /// a label, PowerDNS among them).
-    pub txt_wildcard_replacement: Option<String>,
+    /// The ownership registry: owner id (`--txt-owner-id`) and external-dns's other TXT
+    /// registry options (prefix or suffix, wildcard replacement, encryption).
+    pub registry: TxtRegistry,
     pub policy: Policy,
     /// The managed zones (lower-case, no trailing dot).
     pub zones: Vec<String>,
@@ -60,8 +58,7 @@ pub struct SyncConfig {
 impl SyncConfig {
     pub fn new(owner_id: impl Into<String>, zones: Vec<String>) -> Self {
         SyncConfig {
-            owner_id: owner_id.into(),
-            txt_wildcard_replacement: None,
+            registry: TxtRegistry::new(owner_id),
             policy: Policy::Sync,
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             interval: Duration::from_secs(60),
@@ -120,6 +117,8 @@ pub struct Syncer {
     applied: Option<mpsc::Sender<Changes>>,
     /// Blocked records already reported, so each is logged once, not every pass.
     reported_blocked: std::sync::Mutex<Vec<Blocked>>,
+    /// Undecryptable TXT records already reported.
+    last_undecryptable: std::sync::Mutex<Vec<String>>,
 }
 
 impl Syncer {
@@ -138,6 +137,7 @@ impl Syncer {
             write_gate: None,
             applied: None,
             reported_blocked: std::sync::Mutex::new(Vec::new()),
+            last_undecryptable: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -168,17 +168,37 @@ impl Syncer {
             .adjust(self.source.desired())
             .await
             .map_err(Error::Adjust)?;
-        let registry = TxtRegistry::new(self.config.owner_id.clone())
-            .with_wildcard_replacement(self.config.txt_wildcard_replacement.clone());
         let plan = plan_with(
             &desired,
             &current,
-            &registry,
+            &self.config.registry,
             self.config.policy,
             &self.config.zones,
         );
         self.record_gauges(&desired, &plan.blocked);
+        self.report_undecryptable(&plan.undecryptable);
         Ok(plan)
+    }
+
+    /// TXT records our key does not open are not ours: the metric counts them, and the log names
+    /// them whenever the set changes (not at every pass), never showing the key.
+    fn report_undecryptable(&self, names: &[String]) {
+        self.metrics.set_registry_undecryptable(names.len() as u64);
+        let mut last = self
+            .last_undecryptable
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *last != names {
+            if !names.is_empty() {
+                tracing::warn!(
+                    records = ?names,
+                    "TXT records look like encrypted ownership records but do not decrypt with \
+                     the configured --txt-encrypt-aes-key; they are treated as not ours, and the \
+                     records they would cover are left alone"
+                );
+            }
+            *last = names.to_vec();
+        }
     }
 
     /// The records kept per zone (desired and not blocked) and the blocked ones by group.

@@ -84,6 +84,9 @@ pub enum BlockReason {
     RegistryNameTaken { txt_name: String },
     /// The desired set holds this name and type twice.
     DuplicateDesired,
+    /// `--txt-encrypt-enabled` is on and the ownership value could not be encrypted; it is
+    /// never written in the clear instead.
+    OwnershipNotEncrypted,
 }
 
 impl BlockReason {
@@ -95,7 +98,8 @@ impl BlockReason {
             }
             BlockReason::ForeignRecord
             | BlockReason::OwnedByOther { .. }
-            | BlockReason::RegistryNameTaken { .. } => BlockedGroup::Ownership,
+            | BlockReason::RegistryNameTaken { .. }
+            | BlockReason::OwnershipNotEncrypted => BlockedGroup::Ownership,
             BlockReason::OwnershipNameTooLong { .. }
             | BlockReason::CnameConflict { .. }
             | BlockReason::DuplicateDesired => BlockedGroup::Conflict,
@@ -130,6 +134,9 @@ impl fmt::Display for BlockReason {
                 "an unrelated TXT record occupies the ownership name {txt_name}"
             ),
             BlockReason::DuplicateDesired => write!(f, "the desired set lists it twice"),
+            BlockReason::OwnershipNotEncrypted => {
+                write!(f, "its ownership value could not be encrypted")
+            }
         }
     }
 }
@@ -159,6 +166,8 @@ pub struct Plan {
     pub blocked: Vec<Blocked>,
     /// Changes the policy held back (updates under create-only, deletes unless sync).
     pub held_by_policy: usize,
+    /// TXT records whose value looks encrypted but does not open with our key: not ours.
+    pub undecryptable: Vec<String>,
 }
 
 impl Plan {
@@ -196,6 +205,7 @@ pub fn plan_with(
 ) -> Plan {
     let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
     let ownership = OwnershipIndex::from_records(current, registry);
+    let undecryptable = ownership.undecryptable().iter().cloned().collect();
     let mut planner = Planner {
         current: Current::read(current, &zones, &ownership),
         registry,
@@ -203,7 +213,10 @@ pub fn plan_with(
         zones,
         ownership,
         txt_edits: BTreeMap::new(),
-        plan: Plan::default(),
+        plan: Plan {
+            undecryptable,
+            ..Plan::default()
+        },
     };
     let wanted = planner.wanted(desired);
     let unwanted = planner.unwanted(&wanted);
@@ -354,9 +367,19 @@ impl Planner<'_> {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
         for ((name, record_type), endpoint) in wanted {
             let txt_name = self.registry.txt_name(name, *record_type);
-            match self.placement(name, *record_type, endpoint, &txt_name, unwanted) {
+            let value = self.registry.value_for(
+                endpoint.resource.as_deref(),
+                self.ownership.registry_values(&txt_name),
+            );
+            let placement = value
+                .map_err(|_| BlockReason::OwnershipNotEncrypted)
+                .and_then(|value| {
+                    self.placement(name, *record_type, endpoint, &txt_name, unwanted)
+                        .map(|placement| (placement, value))
+                });
+            match placement {
                 Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
-                Ok(placement) => {
+                Ok((placement, value)) => {
                     match placement {
                         Placement::Create => creates.push(Endpoint {
                             ttl: Some(endpoint.ttl_or_default()),
@@ -377,7 +400,7 @@ impl Planner<'_> {
                         Placement::HeldByPolicy => self.plan.held_by_policy += 1,
                         Placement::Unchanged => {}
                     }
-                    self.claim(txt_name, endpoint.resource.as_deref());
+                    self.claim(txt_name, value);
                 }
             }
         }
@@ -449,9 +472,8 @@ impl Planner<'_> {
         Ok(Placement::Create)
     }
 
-    /// Our ownership value at `txt_name` for `resource`, replacing other values of ours there.
-    fn claim(&mut self, txt_name: String, resource: Option<&str>) {
-        let value = self.registry.value(resource);
+    /// Our ownership `value` at `txt_name`, replacing other values of ours there.
+    fn claim(&mut self, txt_name: String, value: String) {
         let owner_id = self.registry.owner_id.as_str();
         let present = self.ownership.registry_values(&txt_name);
         let edit = self.txt_edits.entry(txt_name).or_default();

@@ -21,8 +21,9 @@ const QUICK_MAX_HOSTNAMES: usize = 32;
 const QUICK_MAX_PARENT_REFS: usize = 8;
 
 /// Small enough to decide on the request's own task (see `is_quick`).
-fn is_small_route(route: &Route) -> bool {
-    let annotated = crate::engine::annotation(&route.meta.annotations, "hostname")
+fn is_small_route(cfg: &crate::engine::Config, route: &Route) -> bool {
+    let annotated = cfg
+        .annotation(&route.meta.annotations, "hostname")
         .map_or(0, |list| list.matches(',').count() + 1);
     route.parent_refs.len() <= QUICK_MAX_PARENT_REFS
         && route.hostnames.len() + annotated <= QUICK_MAX_HOSTNAMES
@@ -399,7 +400,7 @@ impl AdmissionHandler for EngineHandler {
         }
         let small = |object: Option<&ReviewObject>| match object {
             None | Some(Ok(None)) => true,
-            Some(Ok(Some(Object::Route(route)))) => is_small_route(route),
+            Some(Ok(Some(Object::Route(route)))) => is_small_route(&self.index.config(), route),
             Some(Ok(Some(_))) | Some(Err(_)) => false,
         };
         ObjectKind::from_kind_name(&request.kind.kind).is_some_and(|k| k.is_route())

@@ -64,7 +64,9 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
     };
     let mut config = SyncConfig::new("gw", vec![ZONE.into()]);
     // PowerDNS rejects `a-*.wild…`: use external-dns's wildcard replacement.
-    config.txt_wildcard_replacement = Some("any".into());
+    config.registry = config
+        .registry
+        .with_wildcard_replacement(Some("any".into()));
     let syncer = Syncer::new(provider.clone(), source, config, Default::default());
 
     let first = syncer.run_once().await.unwrap();

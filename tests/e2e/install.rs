@@ -1732,8 +1732,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
             "--rfc2136-tsig-secret",
             "--rfc2136-tsig-secret-alg",
             "--source",
-            "--txt-prefix",
-            "--txt-suffix",
+            "--txt-encrypt-aes-key",
         ],
     ),
     // docs/flags.md's own prose: `--flag` and `--flag=false`.

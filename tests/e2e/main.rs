@@ -13,6 +13,7 @@ mod dns_grace;
 mod dns_pdns;
 mod dns_secondary;
 mod dns_targets;
+mod dns_txt_registry;
 mod explain;
 mod helm;
 mod install;

@@ -1247,3 +1247,140 @@ fn ownership_and_namespace_domains_in_json_and_text_and_from_the_environment() {
         "{outcome}"
     );
 }
+
+// ---------------------------------------------------------------- --annotation-prefix
+
+/// Routes with external-dns annotations under three prefixes: a custom one, the default one
+/// and (on a route of its own, as the configured prefix wins over it) the older alpha one.
+const PREFIXED_ROUTES: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+  namespace: apps
+  annotations:
+    dns.example.org/hostname: custom.example.com
+    dns.example.org/ttl: \"90\"
+    external-dns.kubernetes.io/hostname: default.example.com
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [spec.example.com]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: old
+  namespace: apps
+  annotations:
+    external-dns.alpha.kubernetes.io/hostname: alpha.example.com
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: pinned
+  namespace: apps
+  annotations:
+    dns.example.org/target: 198.51.100.7
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [pinned.example.com]
+";
+
+#[test]
+fn annotation_prefix_chooses_which_external_dns_annotations_count() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "gw.yaml", GATEWAY_YAML);
+    write(dir.path(), "routes.yaml", PREFIXED_ROUTES);
+    let path = dir.path().to_str().unwrap();
+    let ttl_of = |outcome: &Value, name: &str| {
+        outcome["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["dnsName"] == name)
+            .map(|r| r["ttl"].clone())
+    };
+
+    // The default prefix: its annotation and the alpha one count, the custom ones do not.
+    let default = json_of(&run(&["check", "--output", "json", path]));
+    assert_eq!(
+        names(&default),
+        [
+            "alpha.example.com",
+            "default.example.com",
+            "pinned.example.com",
+            "spec.example.com"
+        ]
+    );
+    assert!(
+        records(&default).contains(&(
+            "pinned.example.com".into(),
+            "A".into(),
+            vec!["192.0.2.10".into()]
+        )),
+        "{default}"
+    );
+
+    // A custom prefix (external-dns's --annotation-prefix): its hostname, TTL and target count,
+    // the alpha prefix still does, the default one no longer.
+    for custom in [
+        run(&[
+            "check",
+            "--output",
+            "json",
+            "--annotation-prefix",
+            "dns.example.org/",
+            path,
+        ]),
+        run_with(
+            &["check", "--output", "json", path],
+            None,
+            &[("GATEWAY_DNS_ANNOTATION_PREFIX", "dns.example.org/")],
+        ),
+    ] {
+        assert_eq!(custom.code, 0, "{}", custom.stderr);
+        let custom = json_of(&custom);
+        assert_eq!(
+            names(&custom),
+            [
+                "alpha.example.com",
+                "custom.example.com",
+                "pinned.example.com",
+                "spec.example.com"
+            ]
+        );
+        assert_eq!(ttl_of(&custom, "custom.example.com"), Some(json!(90)));
+        assert!(
+            records(&custom).contains(&(
+                "pinned.example.com".into(),
+                "A".into(),
+                vec!["198.51.100.7".into()]
+            )),
+            "{custom}"
+        );
+    }
+
+    // Findings name the annotation as it is spelled under the configured prefix.
+    let forbidden = json_of(&run(&[
+        "check",
+        "--output",
+        "json",
+        "--annotation-prefix=dns.example.org/",
+        "--allow-route-targets=false",
+        path,
+    ]));
+    let fields: Vec<&str> = forbidden["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["reason"] == "RouteTargetNotAllowed")
+        .map(|v| v["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["metadata.annotations[dns.example.org/target]"]);
+
+    let bad = run(&["check", "--annotation-prefix", "dns.example.org", path]);
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stderr.contains("--annotation-prefix"), "{}", bad.stderr);
+}
