@@ -1,6 +1,6 @@
 //! YAML or JSON documents → `gateway-dns check`: the files loader, the engine's settlement and
 //! the three report formats, alone and laid over the admission fixtures' cluster (as
-//! `check --live` does).
+//! `check --kubeconfig` does).
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
