@@ -3,7 +3,7 @@
 # cannot provide it to the python3 on PATH), builds the test control plane (etcd, kube-apiserver
 # and kubectl from the Kubernetes Go modules, cached) and the peer (external-dns from its Go
 # module, cached), then runs every check and test:
-# gofmt and go vet, cargo fmt, clippy, and every test binary.
+# gofmt and go vet, cargo fmt, clippy, every test binary, and each fuzz target for 30 s.
 # Usage: scripts/test.sh   (as root, or with sudo available for apt-get; needs Go and Rust)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +67,10 @@ cargo test --locked --lib --bins --tests 2>&1 | tee "$log"
 echo "peer_diff: the scenarios side by side with external-dns"
 cargo test --locked --bench peer_diff -- --no-write >"$diff_log" 2>&1 || { cat "$diff_log"; exit 1; }
 grep -E '^[0-9]+ by design, ' "$diff_log"
+# Every fuzz target for a while (30 s each unless GATEWAY_DNS_FUZZ_SECONDS says otherwise; 0 skips
+# them); a crash fails the run. scripts/fuzz.sh installs cargo-fuzz and nightly when missing.
+fuzz_seconds="${GATEWAY_DNS_FUZZ_SECONDS:-30}"
+[ "$fuzz_seconds" = 0 ] || scripts/fuzz.sh "$fuzz_seconds"
 # One closing line for all test binaries together.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

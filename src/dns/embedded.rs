@@ -263,6 +263,9 @@ pub struct EmbeddedDns {
     tasks: Vec<JoinHandle<()>>,
     /// (apex, serial) of each change, to the NOTIFY task; `None` without secondaries.
     notify: Option<mpsc::Sender<(String, u32)>>,
+    /// What the listeners answer with, kept for [`EmbeddedDns::answer`].
+    soa_ttl: u32,
+    transfers: Arc<Transfers>,
 }
 
 /// How often a random port (`--dns-listen` with port 0) is drawn again when its TCP side is
@@ -363,7 +366,23 @@ impl EmbeddedDns {
             local_addr,
             tasks,
             notify,
+            soa_ttl,
+            transfers,
         })
+    }
+
+    /// Answers one raw request exactly as the listeners do: `tcp_peer` is the client's address
+    /// for a request that came over TCP (zone transfers are possible only there), `None` for
+    /// UDP. Returns the encoded answer messages (several for a zone transfer), or `None` when
+    /// the request is dropped. The fuzz targets (docs/fuzzing.md) feed packets in here.
+    pub fn answer(&self, request: &[u8], tcp_peer: Option<IpAddr>) -> Option<Vec<Vec<u8>>> {
+        answer_bytes(
+            request,
+            &self.store,
+            self.soa_ttl,
+            tcp_peer,
+            &self.transfers,
+        )
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -206,14 +206,7 @@ impl PdnsProvider {
             source,
         })?;
         if !reply.status.is_success() {
-            let message = serde_json::from_slice::<ErrorBody>(&reply.body)
-                .map(|e| e.error)
-                .unwrap_or_else(|_| {
-                    String::from_utf8_lossy(&reply.body)
-                        .chars()
-                        .take(300)
-                        .collect()
-                });
+            let message = api_error_message(&reply.body);
             return Err(Error::Api {
                 method,
                 url: url.to_string(),
@@ -227,30 +220,7 @@ impl PdnsProvider {
     async fn zone_records(&self, zone: &str) -> Result<Vec<Endpoint>, Error> {
         let url = self.zone_url(zone);
         let body = self.request(Method::GET, &url, None).await?;
-        let parsed: ZoneBody =
-            serde_json::from_slice(&body).map_err(|source| Error::Decode { url, source })?;
-        let mut endpoints = Vec::new();
-        for rrset in parsed.rrsets {
-            let Ok(record_type) = rrset.rtype.parse::<RecordType>() else {
-                continue;
-            };
-            let targets: BTreeSet<String> = rrset
-                .records
-                .iter()
-                .map(|record| parse_content(record_type, &record.content))
-                .collect();
-            if targets.is_empty() {
-                continue;
-            }
-            endpoints.push(Endpoint {
-                dns_name: canonical(&rrset.name).into_owned(),
-                record_type,
-                targets,
-                ttl: Some(rrset.ttl),
-                resource: None,
-            });
-        }
-        Ok(endpoints)
+        zone_endpoints(&body).map_err(|source| Error::Decode { url, source })
     }
 
     async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
@@ -343,6 +313,42 @@ impl Provider for PdnsProvider {
     fn zones(&self) -> &[String] {
         &self.config.zones
     }
+}
+
+/// A zone as the PowerDNS API returns it (`GET .../zones/<zone>.`) → its RRsets of the types
+/// gateway-dns handles. The provider's listing decodes with this; the fuzz targets
+/// (docs/fuzzing.md) call it directly.
+pub fn zone_endpoints(body: &[u8]) -> Result<Vec<Endpoint>, serde_json::Error> {
+    let parsed: ZoneBody = serde_json::from_slice(body)?;
+    let mut endpoints = Vec::new();
+    for rrset in parsed.rrsets {
+        let Ok(record_type) = rrset.rtype.parse::<RecordType>() else {
+            continue;
+        };
+        let targets: BTreeSet<String> = rrset
+            .records
+            .iter()
+            .map(|record| parse_content(record_type, &record.content))
+            .collect();
+        if targets.is_empty() {
+            continue;
+        }
+        endpoints.push(Endpoint {
+            dns_name: canonical(&rrset.name).into_owned(),
+            record_type,
+            targets,
+            ttl: Some(rrset.ttl),
+            resource: None,
+        });
+    }
+    Ok(endpoints)
+}
+
+/// The message of an API error answer: its `error` member, else the start of the body.
+pub fn api_error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<ErrorBody>(body)
+        .map(|e| e.error)
+        .unwrap_or_else(|_| String::from_utf8_lossy(body).chars().take(300).collect())
 }
 
 /// Our target → PowerDNS record content (zone-file presentation).

@@ -454,55 +454,7 @@ impl Rfc2136Provider {
         verifier: Option<&mut TSigVerifier>,
         operation: &str,
     ) -> Result<Message, Error> {
-        let bad = |detail: String| Error::BadResponse {
-            server: self.config.server.clone(),
-            operation: operation.to_string(),
-            detail,
-        };
-        let message = Message::from_vec(bytes).map_err(|e| bad(e.to_string()))?;
-        if message.metadata.id != request_id {
-            return Err(bad(format!(
-                "answer id {} does not match request id {request_id}",
-                message.metadata.id
-            )));
-        }
-        let tsig_error = message
-            .signature
-            .as_ref()
-            .and_then(|sig| sig.data.error)
-            .map(|error| format!("{error:?}").to_ascii_uppercase());
-        let rcode = message.metadata.response_code;
-        if rcode != ResponseCode::NoError || tsig_error.is_some() {
-            let content = tsig_error.is_none()
-                && matches!(
-                    rcode,
-                    ResponseCode::YXRRSet
-                        | ResponseCode::NXRRSet
-                        | ResponseCode::YXDomain
-                        | ResponseCode::NXDomain
-                        | ResponseCode::NotZone
-                        | ResponseCode::FormErr
-                );
-            let detail = match tsig_error {
-                Some(tsig) => format!("TSIG {tsig}/{}", rcode_name(rcode)),
-                None => rcode_name(rcode),
-            };
-            return Err(Error::Refused {
-                server: self.config.server.clone(),
-                operation: operation.to_string(),
-                detail,
-                content,
-            });
-        }
-        if let Some(verifier) = verifier {
-            if message.signature.is_none() {
-                return Err(bad("answer is not TSIG-signed".into()));
-            }
-            verifier
-                .verify(bytes)
-                .map_err(|e| bad(format!("TSIG verification failed: {e}")))?;
-        }
-        Ok(message)
+        read_answer(&self.config.server, bytes, request_id, verifier, operation)
     }
 
     /// The zone's current SOA serial.
@@ -517,22 +469,15 @@ impl Rfc2136Provider {
         self.send(stream, &bytes, &operation).await?;
         let answer = self.receive(stream, &operation).await?;
         let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
-        message
-            .answers
-            .iter()
-            .find_map(|record| match &record.data {
-                RData::SOA(soa) => Some(soa.serial),
-                _ => None,
-            })
-            .ok_or_else(|| Error::BadResponse {
-                server: self.config.server.clone(),
-                operation,
-                detail: "no SOA record in the answer".into(),
-            })
+        soa_serial_of(&message).ok_or_else(|| Error::BadResponse {
+            server: self.config.server.clone(),
+            operation,
+            detail: "no SOA record in the answer".into(),
+        })
     }
 
-    /// Full zone transfer of one zone: its records (SOA left out) and its serial.
-    async fn transfer(&self, zone: &str) -> Result<(Vec<Record>, u32), Error> {
+    /// Full zone transfer of one zone: its RRsets (SOA left out) and its serial.
+    async fn transfer(&self, zone: &str) -> Result<(Vec<Endpoint>, u32), Error> {
         let operation = format!("zone transfer (AXFR) of {zone}");
         let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
         let mut query = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Query);
@@ -543,20 +488,12 @@ impl Rfc2136Provider {
         self.stats.transfers.fetch_add(1, Ordering::Relaxed);
         self.send(&mut stream, &bytes, &operation).await?;
 
-        let mut records = Vec::new();
-        let mut serial = None;
+        let mut transfer = ZoneTransfer::new();
         for _ in 0..MAX_AXFR_MESSAGES {
             let answer = self.receive(&mut stream, &operation).await?;
             let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
-            for record in message.answers {
-                if let RData::SOA(soa) = &record.data {
-                    match serial {
-                        None => serial = Some(soa.serial),
-                        Some(serial) => return Ok((records, serial)),
-                    }
-                    continue;
-                }
-                records.push(record);
+            if let Some(serial) = transfer.absorb(message) {
+                return Ok((transfer.endpoints(), serial));
             }
         }
         Err(Error::BadResponse {
@@ -579,8 +516,7 @@ impl Rfc2136Provider {
                 all.extend(cached.records.values().cloned());
                 continue;
             }
-            let (records, serial) = self.transfer(zone).await?;
-            let endpoints = group_records(&records);
+            let (endpoints, serial) = self.transfer(zone).await?;
             if let Ok(mut cache) = self.cache.lock() {
                 let records = endpoints
                     .iter()
@@ -747,6 +683,113 @@ impl Rfc2136Provider {
 
 /// Errors about the changes themselves (worth isolating), as opposed to transport or
 /// authentication failures (which stop the whole apply).
+/// Decodes one answer of `server` to the request `request_id`: an error rcode or a TSIG failure
+/// becomes a clear error, and with a `verifier` (the request was signed) the answer's own
+/// signature must check out. Every exchange of [`Rfc2136Provider`] goes through here; the
+/// fuzz targets (docs/fuzzing.md) call it directly.
+pub fn read_answer(
+    server: &ServerAddress,
+    bytes: &[u8],
+    request_id: u16,
+    verifier: Option<&mut TSigVerifier>,
+    operation: &str,
+) -> Result<Message, Error> {
+    let bad = |detail: String| Error::BadResponse {
+        server: server.clone(),
+        operation: operation.to_string(),
+        detail,
+    };
+    let message = Message::from_vec(bytes).map_err(|e| bad(e.to_string()))?;
+    if message.metadata.id != request_id {
+        return Err(bad(format!(
+            "answer id {} does not match request id {request_id}",
+            message.metadata.id
+        )));
+    }
+    let tsig_error = message
+        .signature
+        .as_ref()
+        .and_then(|sig| sig.data.error)
+        .map(|error| format!("{error:?}").to_ascii_uppercase());
+    let rcode = message.metadata.response_code;
+    if rcode != ResponseCode::NoError || tsig_error.is_some() {
+        let content = tsig_error.is_none()
+            && matches!(
+                rcode,
+                ResponseCode::YXRRSet
+                    | ResponseCode::NXRRSet
+                    | ResponseCode::YXDomain
+                    | ResponseCode::NXDomain
+                    | ResponseCode::NotZone
+                    | ResponseCode::FormErr
+            );
+        let detail = match tsig_error {
+            Some(tsig) => format!("TSIG {tsig}/{}", rcode_name(rcode)),
+            None => rcode_name(rcode),
+        };
+        return Err(Error::Refused {
+            server: server.clone(),
+            operation: operation.to_string(),
+            detail,
+            content,
+        });
+    }
+    if let Some(verifier) = verifier {
+        if message.signature.is_none() {
+            return Err(bad("answer is not TSIG-signed".into()));
+        }
+        verifier
+            .verify(bytes)
+            .map_err(|e| bad(format!("TSIG verification failed: {e}")))?;
+    }
+    Ok(message)
+}
+
+/// The serial of the first SOA record in an answer (to a SOA query, or opening a transfer).
+pub fn soa_serial_of(message: &Message) -> Option<u32> {
+    message
+        .answers
+        .iter()
+        .find_map(|record| match &record.data {
+            RData::SOA(soa) => Some(soa.serial),
+            _ => None,
+        })
+}
+
+/// The records of a zone transfer (AXFR) as its answer messages arrive: the transfer opens
+/// with the zone's SOA and ends at the next SOA; the records between are the zone.
+#[derive(Debug, Default)]
+pub struct ZoneTransfer {
+    records: Vec<Record>,
+    serial: Option<u32>,
+}
+
+impl ZoneTransfer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes one decoded answer message; returns the zone's serial once the closing SOA came.
+    pub fn absorb(&mut self, message: Message) -> Option<u32> {
+        for record in message.answers {
+            if let RData::SOA(soa) = &record.data {
+                match self.serial {
+                    None => self.serial = Some(soa.serial),
+                    Some(serial) => return Some(serial),
+                }
+                continue;
+            }
+            self.records.push(record);
+        }
+        None
+    }
+
+    /// The zone's RRsets (the types gateway-dns handles), from the records seen so far.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        group_records(&self.records)
+    }
+}
+
 fn is_content_error(err: &Error) -> bool {
     matches!(
         err,

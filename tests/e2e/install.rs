@@ -1698,6 +1698,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
             "--bench",
             "--check",
             "--example",
+            "--locked",
             "--path",
             "--release",
         ],

@@ -8,4 +8,5 @@ mod support;
 mod client_certs;
 mod connections;
 mod dns;
+mod fuzz_corpus;
 mod routes;
