@@ -53,14 +53,18 @@ fn git_revision() -> Option<String> {
         let common = git(&["-C", &manifest_dir, "rev-parse", "--git-common-dir"])
             .map(|dir| Path::new(&manifest_dir).join(dir))
             .unwrap_or_else(|| git_dir.clone());
-        println!(
-            "cargo:rerun-if-changed={}",
-            common.join(&reference).display()
-        );
-        println!(
-            "cargo:rerun-if-changed={}",
-            common.join("packed-refs").display()
-        );
+        // A path that does not exist makes cargo rerun on every build, and a branch whose ref is
+        // packed has no loose file: then the nearest existing folder is watched, where the loose
+        // ref appears on the next commit.
+        let loose = common.join(&reference);
+        let watched = loose.ancestors().find(|path| path.exists());
+        if let Some(path) = watched {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+        let packed = common.join("packed-refs");
+        if packed.exists() {
+            println!("cargo:rerun-if-changed={}", packed.display());
+        }
     }
     git(&["-C", &manifest_dir, "rev-parse", "--short=12", "HEAD"])
 }
