@@ -8,9 +8,8 @@ use serde::Serialize;
 
 use super::attach::{ParentVerdict, parent_verdicts, requested_names};
 use super::hostname::intersect;
-use super::ownership::take_from_other_namespaces;
 use super::settle::{
-    Claimant, PrecedenceKey, Record, claimants, precedence_deciding, route_ref, settle,
+    Claimant, PrecedenceKey, Record, claimants, contest, precedence_deciding, route_ref,
     settle_name, violation,
 };
 use super::world::{RouteEntry, World};
@@ -426,11 +425,8 @@ fn same_name(written: &str, name: &str) -> bool {
 /// Every claim on `name` in the engine's order, each with how it fared: (route, view).
 fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
     let ordered = claimants(world, name);
-    // As the engine settles: claims from namespaces that may not have the name leave first.
-    let mut contenders = ordered.clone();
-    let taken = take_from_other_namespaces(world, name, &mut contenders);
-    let contender_count = contenders.len();
-    let settlement = settle(world.config(), name, contenders);
+    let (settlement, taken) = contest(world, name, ordered.clone());
+    let contender_count = ordered.len() - taken.len();
     let first = settlement.winners.first().copied();
     let shared_on_purpose = world.config().is_shared_name(name);
     let is = |a: &Claimant, b: &Claimant| {

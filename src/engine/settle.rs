@@ -416,17 +416,26 @@ pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Violati
     settle_claimed_name(world, name, world.claimants(name))
 }
 
+/// A name's claims decided in the engine's one order, for `settle_name`, `settle_all` and
+/// `explain` alike: ownership first — a claim from a namespace that may not have the name is no
+/// contender for it (ARCHITECTURE.md, "Namespaces and hostnames") and comes back with its
+/// message — then the settlement of the rest.
+pub fn contest<'a, W: World>(
+    world: &W,
+    name: &'a str,
+    mut claims: Vec<Claimant<'a>>,
+) -> (Settlement<'a>, Vec<(Claimant<'a>, String)>) {
+    let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
+    (settle(world.config(), name, claims), taken)
+}
+
 fn settle_claimed_name<W: World>(
     world: &W,
     name: &str,
     ids: &[RouteId],
 ) -> (Vec<Record>, Vec<Violation>) {
     let cfg = world.config();
-    let mut claims = claimants_among(world, name, ids);
-    // Ownership before conflicts: a claim from a namespace that may not have the name is no
-    // contender for it (ARCHITECTURE.md, "Namespaces and hostnames").
-    let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
-    let settlement = settle(cfg, name, claims);
+    let (settlement, taken) = contest(world, name, claimants_among(world, name, ids));
     let records = records_for(cfg, &settlement);
     let mut violations = shared_cname_violations(world, &settlement, &records);
     violations.extend(ttl_violations(world, &settlement));
