@@ -1709,6 +1709,75 @@ mod tests {
         ));
     }
 
+    /// The signature expiration on the A answer of a.example.com asked with the DO bit.
+    fn signed_a_expiration(server: &EmbeddedDns) -> u32 {
+        let mut request = Message::query();
+        request.add_query(Query::query(
+            wire_name("a.example.com").unwrap(),
+            WireType::A,
+        ));
+        let mut edns = Edns::new();
+        edns.set_dnssec_ok(true);
+        request.set_edns(edns);
+        let answer = server.answer(&request.to_vec().unwrap(), None).unwrap();
+        let answer = Message::from_vec(&answer[0]).unwrap();
+        answer
+            .answers
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
+                    Some(sig.input().sig_expiration.get())
+                }
+                _ => None,
+            })
+            .expect("an RRSIG with the DO bit")
+    }
+
+    #[tokio::test]
+    async fn signatures_are_renewed_at_the_next_signing_period_with_a_new_serial() {
+        use super::super::dnssec::{KeyAlgorithm, RESIGN_PERIOD, VALIDITY_PERIODS};
+        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let create = Changes {
+            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let now = unix_now();
+        let serial = server.serial("example.com").unwrap();
+        let expiration = signed_a_expiration(&server);
+        assert!(u64::from(expiration) >= now + (VALIDITY_PERIODS - 1) * RESIGN_PERIOD);
+
+        // Within the period nothing is re-signed.
+        assert!(server.refresh_signatures(now).unwrap().is_empty());
+        assert_eq!(server.serial("example.com"), Some(serial));
+
+        // The clock in the next period: new signatures, expiring a period later, a new serial
+        // (by the usual rule: that minute's window start), and the change in the IXFR journal.
+        let later = now + RESIGN_PERIOD;
+        let changed = server.refresh_signatures(later).unwrap();
+        let renewed = server.serial("example.com").unwrap();
+        assert_eq!(changed, [("example.com".to_string(), renewed)]);
+        assert_eq!(renewed, next_serial(serial, later));
+        assert_eq!(
+            signed_a_expiration(&server),
+            expiration + RESIGN_PERIOD as u32
+        );
+        let store = server.store.read().unwrap();
+        let deltas = store.zones[0].changes_since(serial).unwrap();
+        assert!(
+            deltas[0]
+                .added
+                .iter()
+                .any(|r| r.record_type() == WireType::RRSIG)
+        );
+        drop(store);
+        assert!(server.refresh_signatures(later + 60).unwrap().is_empty());
+    }
+
     #[test]
     fn answers_per_source_are_limited_and_refill() {
         let mut limiter = AnswerRateLimiter::new(3);

@@ -5,14 +5,15 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gateway_dns::dns::Endpoint;
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
-use crate::dns_secondary::axfr;
+use crate::dns_secondary::{Replica, axfr};
 use crate::support::bind::{Bind, KEY_NAME, SECRET};
 use crate::support::dig;
 use crate::support::net::{free_port, require_binary};
@@ -167,9 +168,14 @@ async fn delv_validates_answers_and_dnssec_verify_accepts_the_transferred_zone()
         config.dnssec_keys = vec![Arc::new(ZoneKey::load(&key_path).unwrap())];
         let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
         let primary = server.local_addr();
+        let records = Arc::new(Mutex::new(desired()));
+        let source = {
+            let records = records.clone();
+            Arc::new(move || records.lock().unwrap().clone())
+        };
         let syncer = Syncer::new(
             server.clone(),
-            Arc::new(desired),
+            source,
             SyncConfig::new("gw", vec![ZONE.into()]),
             Default::default(),
         );
@@ -217,6 +223,48 @@ async fn delv_validates_answers_and_dnssec_verify_accepts_the_transferred_zone()
         })
         .await
         .unwrap();
+
+        // A change reaches the secondary by NOTIFY and IXFR (signatures and NSEC included),
+        // and still validates there.
+        let before = server.serial(ZONE).unwrap();
+        records.lock().unwrap()[0] =
+            Endpoint::new("app.example.com", RecordType::A, ["192.0.2.10"]);
+        assert!(syncer.run_once().await.unwrap().converged);
+        let started = Instant::now();
+        let anchor_for_change = anchor.clone();
+        let validated = tokio::task::spawn_blocking(move || {
+            while started.elapsed() < Duration::from_secs(10) {
+                let out = delv(secondary, &anchor_for_change, "app.example.com", "A");
+                if out.contains("192.0.2.10") {
+                    return out;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            panic!("the secondary never served the change");
+        })
+        .await
+        .unwrap();
+        assert!(validated.contains("; fully validated"), "{validated}");
+        let log = std::fs::read_to_string(bind.log_path()).unwrap_or_default();
+        let serial = server.serial(ZONE).unwrap();
+        let completed = format!("(serial {serial})");
+        let transfer_line = log
+            .lines()
+            .find(|line| line.contains("Transfer completed") && line.contains(&completed))
+            .unwrap_or_else(|| panic!("no transfer of the change in BIND's log:\n{log}"));
+        // An IXFR: 4 SOAs; the old and new A, their RRSIGs, and the old and new RRSIG of the SOA.
+        assert!(transfer_line.contains(" 10 records"), "{transfer_line}");
+        let ixfr =
+            crate::dns_secondary::transfer(primary, ZONE, &format!("IXFR={before}"), Some(&key));
+        assert!(!ixfr.contains("hello world"), "only the change: {ixfr}");
+        assert!(
+            ixfr.contains("\tRRSIG\t") && ixfr.contains("192.0.2.10"),
+            "{ixfr}"
+        );
+        eprintln!(
+            "{algorithm}: a change validated on the BIND secondary after {:?}",
+            started.elapsed()
+        );
         drop(bind);
     }
 }
@@ -262,4 +310,46 @@ fn a_bad_key_file_is_refused_with_exit_2() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--embedded-dnssec-key"), "{stderr}");
+}
+
+#[test]
+fn ed25519_replicas_serve_the_same_signed_zone() {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = crate::support::webhook::examples_dir().join("cluster");
+    let key_path = work.path().join("zone.key");
+    generate_key(&key_path, "ed25519");
+    let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
+    // Both replicas start in the same minute window, so they agree on the serial.
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60
+        > 40
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (dns_a, dns_b) = (free_port(), free_port());
+    let extra = [
+        std::ffi::OsStr::new("--embedded-dnssec-key"),
+        key_path.as_os_str(),
+    ];
+    std::fs::create_dir_all(work.path().join("a")).unwrap();
+    std::fs::create_dir_all(work.path().join("b")).unwrap();
+    let _replica_a = Replica::start_with(&manifests, &work.path().join("a"), dns_a, &extra);
+    let _replica_b = Replica::start_with(&manifests, &work.path().join("b"), dns_b, &extra);
+    let records = |dns: u16| -> Vec<String> {
+        axfr(([127, 0, 0, 1], dns).into(), ZONE, Some(&key))
+            .lines()
+            .filter(|line| !line.is_empty() && !line.starts_with(';'))
+            .map(String::from)
+            .collect()
+    };
+    let (zone_a, zone_b) = (records(dns_a), records(dns_b));
+    assert!(
+        zone_a.iter().any(|line| line.contains("\tRRSIG\t")),
+        "{zone_a:?}"
+    );
+    // Ed25519 signatures are deterministic: byte-identical zones, signatures included.
+    assert_eq!(zone_a, zone_b);
 }
