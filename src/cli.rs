@@ -104,6 +104,15 @@ pub struct CertsArgs {
     pub force: bool,
 }
 
+/// `dnssec --algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DnssecAlgorithm {
+    /// Algorithm 13: ECDSA with curve P-256 and SHA-256.
+    Ecdsap256sha256,
+    /// Algorithm 15: Ed25519 (deterministic signatures: replicas sign identically).
+    Ed25519,
+}
+
 #[derive(Debug, Args)]
 pub struct DnssecArgs {
     /// The key file (PEM PKCS#8), as `serve --embedded-dnssec-key` reads it.
@@ -128,7 +137,7 @@ pub struct DnssecArgs {
         default_value = "ecdsap256sha256",
         env = "GATEWAY_DNS_ALGORITHM"
     )]
-    pub algorithm: crate::dns::dnssec::KeyAlgorithm,
+    pub algorithm: DnssecAlgorithm,
     /// TTL printed on the DNSKEY and DS records.
     #[arg(long, default_value_t = 3600, env = "GATEWAY_DNS_TTL")]
     pub ttl: u32,

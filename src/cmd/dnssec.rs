@@ -8,8 +8,8 @@ use anyhow::{Context as _, Result, bail};
 use hickory_proto::rr::Name;
 
 use super::{EXIT_INPUT, EXIT_OK};
-use crate::cli::DnssecArgs;
-use crate::dns::dnssec::ZoneKey;
+use crate::cli::{DnssecAlgorithm, DnssecArgs};
+use crate::dns::dnssec::{KeyAlgorithm, ZoneKey};
 
 /// Runs `dnssec`; returns the process exit code.
 pub fn run(args: &DnssecArgs) -> u8 {
@@ -27,7 +27,11 @@ pub fn run(args: &DnssecArgs) -> u8 {
 
 fn print_records(args: &DnssecArgs) -> Result<String> {
     let key = if args.generate {
-        let (key, pem) = ZoneKey::generate(args.algorithm)?;
+        let algorithm = match args.algorithm {
+            DnssecAlgorithm::Ecdsap256sha256 => KeyAlgorithm::Ecdsap256sha256,
+            DnssecAlgorithm::Ed25519 => KeyAlgorithm::Ed25519,
+        };
+        let (key, pem) = ZoneKey::generate(algorithm)?;
         write_key(&args.key, &pem, args.force)?;
         key
     } else {

@@ -60,7 +60,7 @@ pub enum KeyError {
 }
 
 /// The algorithms keys can be made for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyAlgorithm {
     /// Algorithm 13: ECDSA with curve P-256 and SHA-256.
     Ecdsap256sha256,

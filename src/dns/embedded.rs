@@ -1735,7 +1735,7 @@ mod tests {
 
     #[tokio::test]
     async fn signatures_are_renewed_at_the_next_signing_period_with_a_new_serial() {
-        use super::super::dnssec::{KeyAlgorithm, RESIGN_PERIOD, VALIDITY_PERIODS};
+        use crate::dns::dnssec::{KeyAlgorithm, RESIGN_PERIOD, VALIDITY_PERIODS};
         let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
         let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
         config.listen = "127.0.0.1:0".parse().unwrap();
