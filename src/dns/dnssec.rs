@@ -346,6 +346,16 @@ impl SignedZone {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// Every RRSIG at `name`, of all its RRsets.
+    pub fn signatures_at(&self, name: &Name) -> impl Iterator<Item = &Record> {
+        let name = name.to_lowercase();
+        // Type 0 sorts first: the range starts at the name's first RRset.
+        self.signatures
+            .range((name.clone(), RecordType::ZERO)..)
+            .take_while(move |((owner, _), _)| *owner == name)
+            .flat_map(|(_, sigs)| sigs)
+    }
+
     /// The records of one RRset the unsigned zone does not hold (DNSKEY, NSEC).
     pub fn rrset(&self, name: &Name, record_type: RecordType) -> &[Record] {
         self.rrsets

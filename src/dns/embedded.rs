@@ -1255,7 +1255,8 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
         for record_type in &matching {
             add_rrset(&mut response, zone, &node, *record_type, &owner);
         }
-        // A signed zone's own records: the apex DNSKEY, and the NSEC of a name asked for it.
+        // A signed zone's own records: the apex DNSKEY, the NSEC of a name, and its RRSIGs
+        // when asked for them (the NSEC bitmap says the name has them).
         if let Some(signed) = &zone.signed
             && node == name
         {
@@ -1263,6 +1264,9 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
                 if qtype == record_type || (qtype == WireType::ANY && node == zone.apex) {
                     response.add_answers(signed.rrset(&owner, record_type).iter().cloned());
                 }
+            }
+            if qtype == WireType::RRSIG {
+                response.add_answers(signed.signatures_at(&owner).cloned());
             }
         }
         if response.answers.len() > before || qtype == WireType::ANY {
@@ -1345,6 +1349,9 @@ fn add_dnssec(store: &Store, request: &Message, response: &mut Message) {
         let Some(node) = find_node(zone, &name_string(&owner)) else {
             continue;
         };
+        if !node.starts_with("*.") || node == name_string(&owner) {
+            continue; // not synthesised: an RRset without signatures of its own (RRSIG)
+        }
         let Ok(wildcard) = wire_name(&node) else {
             continue;
         };
@@ -1776,6 +1783,34 @@ mod tests {
         );
         drop(store);
         assert!(server.refresh_signatures(later + 60).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn rrsig_queries_get_the_signatures_and_no_denial_proof() {
+        use crate::dns::dnssec::KeyAlgorithm;
+        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ecdsap256sha256).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let create = Changes {
+            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let mut request = Message::query();
+        request.add_query(Query::query(
+            wire_name("a.example.com").unwrap(),
+            WireType::RRSIG,
+        ));
+        let mut edns = Edns::new();
+        edns.set_dnssec_ok(true);
+        request.set_edns(edns);
+        let answer = server.answer(&request.to_vec().unwrap(), None).unwrap();
+        let answer = Message::from_vec(&answer[0]).unwrap();
+        // The RRSIGs of the A and the NSEC RRsets; nothing to deny.
+        assert_eq!(answer.answers.len(), 2, "{answer:?}");
+        assert!(answer.authorities.is_empty(), "{answer:?}");
     }
 
     #[test]
