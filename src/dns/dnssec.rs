@@ -472,6 +472,12 @@ mod tests {
             one.signatures(&a_name, RecordType::A),
             three.signatures(&a_name, RecordType::A)
         );
+        // ECDSA draws a nonce per signature: same content, different signature bytes.
+        let (ecdsa, _) = ZoneKey::generate(KeyAlgorithm::Ecdsap256sha256).unwrap();
+        let ecdsa = [Arc::new(ecdsa)];
+        let first = SignedZone::build(&apex, records.clone(), &ecdsa, 300, 60, now, None);
+        let second = SignedZone::build(&apex, records.clone(), &ecdsa, 300, 60, now, None);
+        assert_ne!(first.diff(&second), (vec![], vec![]));
         let covering = three
             .nsec_covering(&Name::from_ascii("aa.example.com.").unwrap())
             .unwrap();
