@@ -54,6 +54,10 @@ pub enum Command {
     /// Write a CA and a serving certificate for the webhook's Service.
     #[command(after_help = CERTS_EXIT_CODES)]
     Certs(CertsArgs),
+    /// Print the DNSKEY and the DS record (for the parent zone) of an embedded DNS server's
+    /// DNSSEC key file, making the key first with --generate.
+    #[command(after_help = DNSSEC_EXIT_CODES)]
+    Dnssec(DnssecArgs),
     /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
     Completions(CompletionsArgs),
     /// Print the gateway-dns(1) man page, or write every page (one per subcommand) to a directory.
@@ -96,6 +100,48 @@ pub struct CertsArgs {
     #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
     pub out: PathBuf,
     /// Replace existing files.
+    #[arg(long, env = "GATEWAY_DNS_FORCE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL")]
+    pub force: bool,
+}
+
+/// `dnssec --algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DnssecAlgorithm {
+    /// Algorithm 13: ECDSA with curve P-256 and SHA-256.
+    Ecdsap256sha256,
+    /// Algorithm 15: Ed25519 (deterministic signatures: replicas sign identically).
+    Ed25519,
+}
+
+#[derive(Debug, Args)]
+pub struct DnssecArgs {
+    /// The key file (PEM PKCS#8), as `serve --embedded-dnssec-key` reads it.
+    #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KEY")]
+    pub key: PathBuf,
+    /// A zone signed with the key (repeatable): its DNSKEY and DS are printed.
+    #[arg(
+        long = "zone",
+        value_name = "ZONE",
+        required = true,
+        value_delimiter = ',',
+        env = "GATEWAY_DNS_ZONE"
+    )]
+    pub zones: Vec<String>,
+    /// Make a new key and write it to --key first (mode 0600).
+    #[arg(long, env = "GATEWAY_DNS_GENERATE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL")]
+    pub generate: bool,
+    /// The algorithm of a key made with --generate.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "ecdsap256sha256",
+        env = "GATEWAY_DNS_ALGORITHM"
+    )]
+    pub algorithm: DnssecAlgorithm,
+    /// TTL printed on the DNSKEY and DS records.
+    #[arg(long, default_value_t = 3600, env = "GATEWAY_DNS_TTL")]
+    pub ttl: u32,
+    /// With --generate, replace an existing key file.
     #[arg(long, env = "GATEWAY_DNS_FORCE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL")]
     pub force: bool,
 }
@@ -214,6 +260,11 @@ pub struct ServeArgs {
     /// GATEWAY_DNS_EMBEDDED_TSIG_SECRET).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_EMBEDDED_TSIG_SECRET_FILE", help_heading = DNS)]
     pub embedded_tsig_secret_file: Option<PathBuf>,
+    /// Embedded DNS: sign the zones with DNSSEC with this key file (PEM PKCS#8, ECDSAP256SHA256
+    /// or ED25519, made by `gateway-dns dnssec --generate`; repeatable: every key signs, as in
+    /// a rollover). Answers to queries with the DO bit carry RRSIGs and NSEC proofs.
+    #[arg(long = "embedded-dnssec-key", value_name = "FILE", value_delimiter = ',', env = "GATEWAY_DNS_EMBEDDED_DNSSEC_KEY", help_heading = DNS)]
+    pub embedded_dnssec_keys: Vec<PathBuf>,
     /// sync: create, update, delete; upsert-only: never delete; create-only: only create.
     #[arg(long, default_value = "sync", value_parser = ["sync", "upsert-only", "create-only"], env = "GATEWAY_DNS_POLICY", help_heading = DNS)]
     pub policy: String,
@@ -594,6 +645,12 @@ pub struct ExplainArgs {
 }
 
 /// `certs`'s exit status.
+pub const DNSSEC_EXIT_CODES: &str = "\
+Exit status:
+  0  the records were printed
+  2  the key file cannot be read or is not a supported key, or (with --generate) it exists
+     without --force or cannot be written";
+
 pub const CERTS_EXIT_CODES: &str = "\
 Exit status:
   0  the files were written

@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod check;
 pub mod completions;
+pub mod dnssec;
 pub mod explain;
 pub mod flags_doc;
 pub mod man;

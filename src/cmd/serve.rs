@@ -663,6 +663,12 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                     )
                 }
             };
+            config.dnssec_keys = args
+                .embedded_dnssec_keys
+                .iter()
+                .map(|path| embedded::ZoneKey::load(path).map(Arc::new))
+                .collect::<Result<_, _>>()
+                .context("--embedded-dnssec-key")?;
             if !config.secondaries.is_empty() && config.transfer_key.is_none() {
                 bail!("--embedded-secondary needs --embedded-tsig-key-name (transfers are signed)");
             }

@@ -34,6 +34,10 @@
 //! key, MAC or time gets NOTAUTH with the TSIG error, unsigned. After each change every
 //! secondary gets a signed NOTIFY (RFC 1996) over UDP, retried a bounded number of times with
 //! a growing delay until it answers.
+//!
+//! DNSSEC (opt-in, [`super::dnssec`] says how and why): with keys, each zone is signed when it
+//! is built, per serial, and re-signed at each signing period; queries with the DO bit get the
+//! RRSIGs and the NSEC proofs, and transfers carry the signed zone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -59,6 +63,8 @@ use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
+pub use super::dnssec::ZoneKey;
+use super::dnssec::{SignedZone, signing_period};
 use super::rfc2136::TsigKey;
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
@@ -109,6 +115,8 @@ pub struct EmbeddedConfig {
     pub secondaries: Vec<SocketAddr>,
     /// The TSIG key transfers and NOTIFYs are signed with; needed when there are secondaries.
     pub transfer_key: Option<TsigKey>,
+    /// DNSSEC keys (`--embedded-dnssec-key`); none: the zones are served unsigned.
+    pub dnssec_keys: Vec<Arc<ZoneKey>>,
 }
 
 /// Environment variable read for the transfer TSIG secret when no secret file is given.
@@ -128,6 +136,7 @@ impl EmbeddedConfig {
             udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
             secondaries: Vec::new(),
             transfer_key: None,
+            dnssec_keys: Vec::new(),
         }
     }
 }
@@ -176,6 +185,8 @@ struct Zone {
     /// The latest changes, oldest first, for IXFR; bounded by [`JOURNAL_CHANGES`] and
     /// [`JOURNAL_RECORDS`].
     journal: VecDeque<Delta>,
+    /// The zone signed for the current serial, when DNSSEC is on.
+    signed: Option<SignedZone>,
 }
 
 /// One change of a zone, as IXFR sends it (RFC 1995).
@@ -195,6 +206,7 @@ impl Zone {
             rrsets: BTreeMap::new(),
             names,
             journal: VecDeque::new(),
+            signed: None,
         }
     }
 
@@ -236,6 +248,38 @@ impl Zone {
         self.names = names;
     }
 
+    /// Signs the zone as it is now (after a change of serial); returns what changed in the
+    /// signed zone, as IXFR sends it. `None` without keys.
+    fn sign(
+        &mut self,
+        keys: &[Arc<ZoneKey>],
+        soa_ttl: u32,
+        now: u64,
+    ) -> Option<(Vec<Record>, Vec<Record>)> {
+        if keys.is_empty() {
+            return None;
+        }
+        let apex = wire_name(&self.apex).ok()?;
+        let records = zone_records(self, soa_ttl);
+        let nsec_ttl = soa_ttl.min(SOA_MINIMUM);
+        let previous = self.signed.take();
+        let signed = SignedZone::build(
+            &apex,
+            records,
+            keys,
+            soa_ttl,
+            nsec_ttl,
+            now,
+            previous.as_ref(),
+        );
+        let diff = match &previous {
+            Some(previous) => previous.diff(&signed),
+            None => (Vec::new(), signed.records_without_soa().cloned().collect()),
+        };
+        self.signed = Some(signed);
+        Some(diff)
+    }
+
     fn has_records_at(&self, name: &str) -> bool {
         RecordType::ALL
             .iter()
@@ -266,6 +310,7 @@ pub struct EmbeddedDns {
     /// What the listeners answer with, kept for [`EmbeddedDns::answer`].
     soa_ttl: u32,
     transfers: Arc<Transfers>,
+    dnssec_keys: Vec<Arc<ZoneKey>>,
 }
 
 /// How often a random port (`--dns-listen` with port 0) is drawn again when its TCP side is
@@ -323,14 +368,17 @@ impl EmbeddedDns {
             secondaries: config.secondaries.clone(),
             signer,
         });
-        let initial_serial = initial_serial(unix_now());
-        let store = Arc::new(RwLock::new(Store {
-            zones: config
-                .zones
-                .iter()
-                .map(|apex| Zone::new(apex.clone(), initial_serial))
-                .collect(),
-        }));
+        let now = unix_now();
+        let initial_serial = initial_serial(now);
+        let mut zones: Vec<Zone> = config
+            .zones
+            .iter()
+            .map(|apex| Zone::new(apex.clone(), initial_serial))
+            .collect();
+        for zone in &mut zones {
+            zone.sign(&config.dnssec_keys, config.soa_ttl, now);
+        }
+        let store = Arc::new(RwLock::new(Store { zones }));
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
         let mut tasks = vec![
@@ -360,6 +408,14 @@ impl EmbeddedDns {
             )));
             Some(sender)
         };
+        if !config.dnssec_keys.is_empty() {
+            tasks.push(tokio::spawn(resign_periodically(
+                store.clone(),
+                config.dnssec_keys.clone(),
+                soa_ttl,
+                notify.clone(),
+            )));
+        }
         Ok(EmbeddedDns {
             store,
             zones: config.zones,
@@ -368,6 +424,7 @@ impl EmbeddedDns {
             notify,
             soa_ttl,
             transfers,
+            dnssec_keys: config.dnssec_keys,
         })
     }
 
@@ -467,24 +524,29 @@ impl EmbeddedDns {
             let from = zone.serial;
             zone.serial = next_serial(zone.serial, now);
             let to = zone.serial;
+            zone.reindex();
+            let (removed, added) = zone
+                .sign(&self.dnssec_keys, self.soa_ttl, now)
+                .unwrap_or((removed, added));
             zone.record(Delta {
                 from,
                 to,
                 removed,
                 added,
             });
-            zone.reindex();
             changed.push((zone.apex.clone(), zone.serial));
         }
         drop(store);
-        if let Some(notify) = &self.notify {
-            for change in changed {
-                if notify.try_send(change).is_err() {
-                    debug!("embedded DNS: NOTIFY queue full, a change waits for the next one");
-                }
-            }
-        }
+        queue_notify(self.notify.as_ref(), changed);
         Ok(())
+    }
+
+    /// Re-signs the zones whose signatures were made in an earlier signing period than `now`'s:
+    /// what the re-signing task does at each period boundary, with the clock passed in.
+    pub fn refresh_signatures(&self, now: u64) -> Result<Vec<(String, u32)>, Error> {
+        let changed = refresh_signatures(&self.store, &self.dnssec_keys, self.soa_ttl, now)?;
+        queue_notify(self.notify.as_ref(), changed.clone());
+        Ok(changed)
     }
 
     fn all_records(&self) -> Result<Vec<Endpoint>, Error> {
@@ -494,6 +556,71 @@ impl EmbeddedDns {
             .iter()
             .flat_map(|zone| zone.rrsets.values().cloned())
             .collect())
+    }
+}
+
+fn queue_notify(notify: Option<&mpsc::Sender<(String, u32)>>, changed: Vec<(String, u32)>) {
+    let Some(notify) = notify else { return };
+    for change in changed {
+        if notify.try_send(change).is_err() {
+            debug!("embedded DNS: NOTIFY queue full, a change waits for the next one");
+        }
+    }
+}
+
+fn refresh_signatures(
+    store: &RwLock<Store>,
+    keys: &[Arc<ZoneKey>],
+    soa_ttl: u32,
+    now: u64,
+) -> Result<Vec<(String, u32)>, Error> {
+    let mut store = store.write().map_err(|_| Error::Poisoned)?;
+    let mut changed = Vec::new();
+    for zone in &mut store.zones {
+        let due = zone
+            .signed
+            .as_ref()
+            .is_some_and(|signed| signed.period < signing_period(now));
+        if !due {
+            continue;
+        }
+        // New signatures are a change of the zone: a new serial by the usual rule, so the
+        // replicas, re-signing at the same boundary, agree on it.
+        let from = zone.serial;
+        zone.serial = next_serial(zone.serial, now);
+        if let Some((removed, added)) = zone.sign(keys, soa_ttl, now) {
+            zone.record(Delta {
+                from,
+                to: zone.serial,
+                removed,
+                added,
+            });
+        }
+        changed.push((zone.apex.clone(), zone.serial));
+    }
+    Ok(changed)
+}
+
+/// Longest sleep between checks of the signing period (a suspended process or a clock step
+/// is caught up within this).
+const RESIGN_CHECK: Duration = Duration::from_secs(60);
+
+/// Re-signs at each signing period boundary, and tells the secondaries.
+async fn resign_periodically(
+    store: Arc<RwLock<Store>>,
+    keys: Vec<Arc<ZoneKey>>,
+    soa_ttl: u32,
+    notify: Option<mpsc::Sender<(String, u32)>>,
+) {
+    loop {
+        let now = unix_now();
+        let boundary = (signing_period(now) + 1) * super::dnssec::RESIGN_PERIOD;
+        let wait = Duration::from_secs(boundary.saturating_sub(now).max(1)).min(RESIGN_CHECK);
+        tokio::time::sleep(wait).await;
+        match refresh_signatures(&store, &keys, soa_ttl, unix_now()) {
+            Ok(changed) => queue_notify(notify.as_ref(), changed),
+            Err(err) => debug!(error = %err, "embedded DNS: re-signing failed"),
+        }
     }
 }
 
@@ -784,7 +911,11 @@ fn answer_bytes(
             let may_transfer = matches!(auth, Auth::Signed { .. })
                 && peer.is_some_and(|peer| transfers.allowed(peer));
             let store = store.read().ok()?;
-            respond(&store, &request, soa_ttl, may_transfer)
+            let mut response = respond(&store, &request, soa_ttl, may_transfer);
+            if dnssec_ok(&request) {
+                add_dnssec(&store, &request, &mut response);
+            }
+            response
         }
     };
     let id = request.metadata.id;
@@ -1036,6 +1167,8 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
     if request.edns.is_some() {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
+        // RFC 3225: the DO bit is copied into the response.
+        edns.set_dnssec_ok(dnssec_ok(request));
         response.set_edns(edns);
     }
     // Only EDNS version 0 exists; anything else gets BADVERS (RFC 6891 6.1.3).
@@ -1122,6 +1255,20 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
         for record_type in &matching {
             add_rrset(&mut response, zone, &node, *record_type, &owner);
         }
+        // A signed zone's own records: the apex DNSKEY, the NSEC of a name, and its RRSIGs
+        // when asked for them (the NSEC bitmap says the name has them).
+        if let Some(signed) = &zone.signed
+            && node == name
+        {
+            for record_type in [WireType::DNSKEY, WireType::NSEC] {
+                if qtype == record_type || (qtype == WireType::ANY && node == zone.apex) {
+                    response.add_answers(signed.rrset(&owner, record_type).iter().cloned());
+                }
+            }
+            if qtype == WireType::RRSIG {
+                response.add_answers(signed.signatures_at(&owner).cloned());
+            }
+        }
         if response.answers.len() > before || qtype == WireType::ANY {
             if response.answers.is_empty() {
                 response.add_authority(soa_record(zone, soa_ttl, true));
@@ -1152,6 +1299,145 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
         }
     }
     response
+}
+
+fn dnssec_ok(request: &Message) -> bool {
+    request
+        .edns
+        .as_ref()
+        .is_some_and(|edns| edns.flags().dnssec_ok)
+}
+
+/// DNSSEC for an answer from a signed zone (RFC 4035 3.1): the RRSIGs of every RRset in the
+/// answer and authority sections; for a wildcard answer, the NSEC proving the name itself
+/// absent; for NXDOMAIN and NODATA (also at the end of a CNAME chain), the NSEC records that
+/// prove it, with their RRSIGs.
+fn add_dnssec(store: &Store, request: &Message, response: &mut Message) {
+    let [query] = request.queries.as_slice() else {
+        return;
+    };
+    let Some(zone) = store.zone(&name_string(query.name())) else {
+        return;
+    };
+    let Some(signed) = &zone.signed else { return };
+    if !response.metadata.authoritative
+        || !matches!(
+            response.metadata.response_code,
+            ResponseCode::NoError | ResponseCode::NXDomain
+        )
+        || matches!(query.query_type(), WireType::AXFR | WireType::IXFR)
+    {
+        return;
+    }
+    let mut proofs: Vec<Record> = Vec::new();
+    let mut answer_signatures = Vec::new();
+    let mut sets: Vec<(Name, WireType)> = Vec::new();
+    for record in &response.answers {
+        let set = (record.name.clone(), record.record_type());
+        if !sets.contains(&set) {
+            sets.push(set);
+        }
+    }
+    for (owner, record_type) in sets {
+        let own = signed.signatures(&owner, record_type);
+        if !own.is_empty() {
+            answer_signatures.extend(own.iter().cloned());
+            continue;
+        }
+        // Synthesised from a wildcard: its signatures (their label count tells the validator)
+        // under the name asked, and the NSEC proving no closer name exists.
+        let Some(node) = find_node(zone, &name_string(&owner)) else {
+            continue;
+        };
+        if !node.starts_with("*.") || node == name_string(&owner) {
+            continue; // not synthesised: an RRset without signatures of its own (RRSIG)
+        }
+        let Ok(wildcard) = wire_name(&node) else {
+            continue;
+        };
+        for signature in signed.signatures(&wildcard, record_type) {
+            let mut signature = signature.clone();
+            signature.name = owner.clone();
+            answer_signatures.push(signature);
+        }
+        proofs.extend(signed.nsec_covering(&owner).cloned());
+    }
+    response.add_answers(answer_signatures);
+
+    // The name the answer ends at: the question, or the target of its CNAME chain.
+    let qtype = query.query_type();
+    let mut last = query.name().clone();
+    if qtype != WireType::CNAME {
+        for _ in 0..=MAX_CNAME_HOPS {
+            let target = response
+                .answers
+                .iter()
+                .find_map(|record| match &record.data {
+                    RData::CNAME(target) if record.name == last => Some(target.0.clone()),
+                    _ => None,
+                });
+            match target {
+                Some(target) => last = target,
+                None => break,
+            }
+        }
+    }
+    let answered = response.answers.iter().any(|record| {
+        record.name == last && (qtype == WireType::ANY || record.record_type() == qtype)
+    });
+    let last_name = name_string(&last);
+    if !answered && in_zone(&last_name, &zone.apex) {
+        match find_node(zone, &last_name) {
+            // NODATA at a name that owns records: its NSEC lists what it has; at an empty
+            // non-terminal, the NSEC covering it (its next name is below it).
+            Some(node) if node == last_name => {
+                proofs.extend(
+                    signed
+                        .nsec_at(&last)
+                        .or_else(|| signed.nsec_covering(&last))
+                        .cloned(),
+                );
+            }
+            // NODATA from a wildcard: no closer name, and the wildcard's own NSEC.
+            Some(wildcard) => {
+                proofs.extend(signed.nsec_covering(&last).cloned());
+                if let Ok(wildcard) = wire_name(&wildcard) {
+                    proofs.extend(signed.nsec_at(&wildcard).cloned());
+                }
+            }
+            // NXDOMAIN: no such name, and no wildcard at the closest encloser.
+            None => {
+                proofs.extend(signed.nsec_covering(&last).cloned());
+                let mut encloser = last_name.as_str();
+                while !zone.names.contains(encloser) {
+                    match encloser.split_once('.') {
+                        Some((_, parent)) => encloser = parent,
+                        None => break,
+                    }
+                }
+                if let Ok(wildcard) = wire_name(&format!("*.{encloser}")) {
+                    proofs.extend(signed.nsec_covering(&wildcard).cloned());
+                }
+            }
+        }
+    }
+    let mut authority_sets: Vec<(Name, WireType)> = Vec::new();
+    for record in response.authorities.iter().chain(&proofs) {
+        let set = (record.name.clone(), record.record_type());
+        if !authority_sets.contains(&set) {
+            authority_sets.push(set);
+        }
+    }
+    let mut seen: Vec<Name> = Vec::new();
+    for proof in proofs {
+        if !seen.contains(&proof.name) {
+            seen.push(proof.name.clone());
+            response.add_authority(proof);
+        }
+    }
+    for (owner, record_type) in authority_sets {
+        response.add_authorities(signed.signatures(&owner, record_type).iter().cloned());
+    }
 }
 
 /// The node whose records answer `name`: the name itself when it exists (with records or as an
@@ -1189,14 +1475,27 @@ fn add_rrset(
     }
 }
 
-/// The whole zone as AXFR sends it: SOA, NS, every RRset in name order, SOA again.
-fn transfer_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
+/// The zone's records: SOA, NS, every RRset in name order.
+fn zone_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
     let mut records = vec![soa_record(zone, soa_ttl, false), ns_record(zone, soa_ttl)];
     for set in zone.rrsets.values() {
         if let Ok(wire) = wire_records(set, set.ttl_or_default()) {
             records.extend(wire);
         }
     }
+    records
+}
+
+/// The whole zone as AXFR sends it: SOA, the rest (signed, when DNSSEC is on), SOA again.
+fn transfer_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
+    let mut records = match &zone.signed {
+        Some(signed) => {
+            let mut records = vec![soa_record(zone, soa_ttl, false)];
+            records.extend(signed.records_without_soa().cloned());
+            records
+        }
+        None => zone_records(zone, soa_ttl),
+    };
     records.push(soa_record(zone, soa_ttl, false));
     records
 }
@@ -1415,6 +1714,103 @@ mod tests {
             .await,
             Err(Error::SecondariesWithoutKey)
         ));
+    }
+
+    /// The signature expiration on the A answer of a.example.com asked with the DO bit.
+    fn signed_a_expiration(server: &EmbeddedDns) -> u32 {
+        let mut request = Message::query();
+        request.add_query(Query::query(
+            wire_name("a.example.com").unwrap(),
+            WireType::A,
+        ));
+        let mut edns = Edns::new();
+        edns.set_dnssec_ok(true);
+        request.set_edns(edns);
+        let answer = server.answer(&request.to_vec().unwrap(), None).unwrap();
+        let answer = Message::from_vec(&answer[0]).unwrap();
+        answer
+            .answers
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
+                    Some(sig.input().sig_expiration.get())
+                }
+                _ => None,
+            })
+            .expect("an RRSIG with the DO bit")
+    }
+
+    #[tokio::test]
+    async fn signatures_are_renewed_at_the_next_signing_period_with_a_new_serial() {
+        use crate::dns::dnssec::{KeyAlgorithm, RESIGN_PERIOD, VALIDITY_PERIODS};
+        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let create = Changes {
+            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let now = unix_now();
+        let serial = server.serial("example.com").unwrap();
+        let expiration = signed_a_expiration(&server);
+        assert!(u64::from(expiration) >= now + (VALIDITY_PERIODS - 1) * RESIGN_PERIOD);
+
+        // Within the period nothing is re-signed.
+        assert!(server.refresh_signatures(now).unwrap().is_empty());
+        assert_eq!(server.serial("example.com"), Some(serial));
+
+        // The clock in the next period: new signatures, expiring a period later, a new serial
+        // (by the usual rule: that minute's window start), and the change in the IXFR journal.
+        let later = now + RESIGN_PERIOD;
+        let changed = server.refresh_signatures(later).unwrap();
+        let renewed = server.serial("example.com").unwrap();
+        assert_eq!(changed, [("example.com".to_string(), renewed)]);
+        assert_eq!(renewed, next_serial(serial, later));
+        assert_eq!(
+            signed_a_expiration(&server),
+            expiration + RESIGN_PERIOD as u32
+        );
+        let store = server.store.read().unwrap();
+        let deltas = store.zones[0].changes_since(serial).unwrap();
+        assert!(
+            deltas[0]
+                .added
+                .iter()
+                .any(|r| r.record_type() == WireType::RRSIG)
+        );
+        drop(store);
+        assert!(server.refresh_signatures(later + 60).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn rrsig_queries_get_the_signatures_and_no_denial_proof() {
+        use crate::dns::dnssec::KeyAlgorithm;
+        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ecdsap256sha256).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let create = Changes {
+            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let mut request = Message::query();
+        request.add_query(Query::query(
+            wire_name("a.example.com").unwrap(),
+            WireType::RRSIG,
+        ));
+        let mut edns = Edns::new();
+        edns.set_dnssec_ok(true);
+        request.set_edns(edns);
+        let answer = server.answer(&request.to_vec().unwrap(), None).unwrap();
+        let answer = Message::from_vec(&answer[0]).unwrap();
+        // The RRSIGs of the A and the NSEC RRsets; nothing to deny.
+        assert_eq!(answer.answers.len(), 2, "{answer:?}");
+        assert!(answer.authorities.is_empty(), "{answer:?}");
     }
 
     #[test]

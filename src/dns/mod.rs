@@ -5,6 +5,7 @@
 
 pub(crate) mod batches;
 pub mod dnsendpoint;
+pub mod dnssec;
 pub mod embedded;
 mod http;
 pub use http::ExchangeError;

@@ -229,10 +229,20 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
 
 /// `gateway-dns serve` over `manifests` with the embedded server on `dns`, a secondary
 /// (nothing listens there: its NOTIFYs go unanswered) and the transfer key; killed on drop.
-struct Replica(std::process::Child);
+pub(crate) struct Replica(std::process::Child);
 
 impl Replica {
     fn start(manifests: &std::path::Path, work: &std::path::Path, dns: u16) -> Replica {
+        Self::start_with(manifests, work, dns, &[])
+    }
+
+    /// [`Replica::start`] with `extra` arguments to `serve`.
+    pub(crate) fn start_with(
+        manifests: &std::path::Path,
+        work: &std::path::Path,
+        dns: u16,
+        extra: &[&std::ffi::OsStr],
+    ) -> Replica {
         let secret = work.join("tsig.secret");
         std::fs::write(&secret, SECRET).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
@@ -252,6 +262,7 @@ impl Replica {
             .args(["--embedded-tsig-key-name", KEY_NAME])
             .arg("--embedded-tsig-secret-file")
             .arg(&secret)
+            .args(extra)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

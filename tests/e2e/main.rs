@@ -8,6 +8,7 @@ mod admission;
 mod certs;
 mod cli;
 mod dns_bind;
+mod dns_dnssec;
 mod dns_embedded;
 mod dns_grace;
 mod dns_pdns;
