@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, Targets, zone_of};
 use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -578,9 +578,10 @@ impl Planner<'_> {
         let (mut creates, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
         for (txt_name, edit) in std::mem::take(&mut self.txt_edits) {
             let existing = self.current.record(&txt_name, RecordType::TXT);
-            let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
-            let after: BTreeSet<String> = before
-                .difference(&edit.remove)
+            let before: Targets = existing.map(|r| r.targets.clone()).unwrap_or_default();
+            let after: Targets = before
+                .iter()
+                .filter(|value| !edit.remove.contains(*value))
                 .cloned()
                 .chain(edit.add)
                 .collect();
