@@ -343,8 +343,8 @@ struct HeapFigures {
 /// measuring the heap each step keeps and its peak.
 fn measure_heap(runtime: &tokio::runtime::Runtime, manifests: &Path) -> HeapFigures {
     let base = reset_peak();
-    let loaded = files::load_paths(&[manifests.to_path_buf()]).unwrap();
-    let objects: Vec<_> = loaded.into_iter().map(|l| l.object).collect();
+    // As serve reads them.
+    let objects = files::load_objects(&[manifests.to_path_buf()]).unwrap();
     let load_peak = peak() - base;
     let before_index = live();
     let index = Index::with_config(Arc::new(Config::default()));
@@ -405,7 +405,12 @@ fn goal_mib(routes: usize) -> Option<f64> {
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
@@ -444,7 +449,11 @@ fn main() {
 
         let hwm = process.hwm_kib as f64 * 1024.0;
         let rss = process.rss_kib as f64 * 1024.0;
-        println!("{routes} routes (serve converged in {:.1} s, {} threads)", process.converged.as_secs_f64(), process.threads);
+        println!(
+            "{routes} routes (serve converged in {:.1} s, {} threads)",
+            process.converged.as_secs_f64(),
+            process.threads
+        );
         let goal = goal_mib(routes);
         println!(
             "  peak RSS (VmHWM)            {:>8.1} MiB  {:>6.0} B/route{}",
