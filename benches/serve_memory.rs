@@ -12,7 +12,8 @@
 //!
 //! Run: `cargo bench --bench serve_memory [-- ROUTES...]` (default 10000 50000). Prints figures;
 //! asserts nothing about size or speed. `GATEWAY_DNS_BENCH_BINARY=PATH` spawns another build of
-//! the binary (to alternate an old and a new build on a shared machine).
+//! the binary (to alternate an old and a new build on a shared machine);
+//! `GATEWAY_DNS_BENCH_ONLY=process|heap` runs one half.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{SocketAddr, UdpSocket};
@@ -425,6 +426,9 @@ fn main() {
     } else {
         sizes
     };
+    // `process` or `heap`: only that half (the heap figures do not depend on the build's
+    // optimisation, so they may come from a quicker build).
+    let only = std::env::var("GATEWAY_DNS_BENCH_ONLY").ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -444,44 +448,55 @@ fn main() {
         let manifests = work.path().join("manifests");
         std::fs::create_dir(&manifests).unwrap();
         write_manifests(&manifests, routes);
-        let process = measure_process(work.path(), &manifests, routes);
-        let heap = measure_heap(&runtime, &manifests);
-
-        let hwm = process.hwm_kib as f64 * 1024.0;
-        let rss = process.rss_kib as f64 * 1024.0;
-        println!(
-            "{routes} routes (serve converged in {:.1} s, {} threads)",
-            process.converged.as_secs_f64(),
-            process.threads
-        );
-        let goal = goal_mib(routes);
-        println!(
-            "  peak RSS (VmHWM)            {:>8.1} MiB  {:>6.0} B/route{}",
-            mib(hwm),
-            hwm / routes as f64,
-            goal.map(|g| format!("  goal {g:.0} MiB, ratio {:.2}", mib(hwm) / g))
-                .unwrap_or_default()
-        );
-        println!(
-            "  RSS after the first pass    {:>8.1} MiB  {:>6.0} B/route",
-            mib(rss),
-            rss / routes as f64
-        );
-        let per_record = |bytes: isize| bytes as f64 / heap.records as f64;
-        println!(
-            "  heap in-process, per route: manifests' loading peak {:.0} B, index {:.0} B, settled outcome {:.0} B",
-            heap.load_peak as f64 / routes as f64,
-            heap.index as f64 / routes as f64,
-            heap.settled as f64 / routes as f64,
-        );
-        println!(
-            "  sync side per record ({} records): embedded DNS server state {:.0} B (goal 300 B, ratio {:.2}); \
-             first pass peak {:.0} B, resync peak {:.0} B",
-            heap.records,
-            per_record(heap.store),
-            per_record(heap.store) / 300.0,
-            per_record(heap.first_pass_peak),
-            per_record(heap.resync_peak),
-        );
+        println!("{routes} routes (load average {})", load_average());
+        if only.as_deref() != Some("heap") {
+            print_process(&measure_process(work.path(), &manifests, routes), routes);
+        }
+        if only.as_deref() != Some("process") {
+            print_heap(&measure_heap(&runtime, &manifests), routes);
+        }
     }
+}
+
+fn print_process(process: &ProcessFigures, routes: usize) {
+    let hwm = process.hwm_kib as f64 * 1024.0;
+    let rss = process.rss_kib as f64 * 1024.0;
+    println!(
+        "  serve converged in {:.1} s, {} threads",
+        process.converged.as_secs_f64(),
+        process.threads
+    );
+    let goal = goal_mib(routes);
+    println!(
+        "  peak RSS (VmHWM)            {:>8.1} MiB  {:>6.0} B/route{}",
+        mib(hwm),
+        hwm / routes as f64,
+        goal.map(|g| format!("  goal {g:.0} MiB, ratio {:.2}", mib(hwm) / g))
+            .unwrap_or_default()
+    );
+    println!(
+        "  RSS after the first pass    {:>8.1} MiB  {:>6.0} B/route",
+        mib(rss),
+        rss / routes as f64
+    );
+}
+
+fn print_heap(heap: &HeapFigures, routes: usize) {
+    let per_record = |bytes: isize| bytes as f64 / heap.records as f64;
+    println!(
+        "  heap in-process, per route: manifests' loading peak {:.0} B, index {:.0} B, settled \
+         outcome {:.0} B",
+        heap.load_peak as f64 / routes as f64,
+        heap.index as f64 / routes as f64,
+        heap.settled as f64 / routes as f64,
+    );
+    println!(
+        "  sync side per record ({} records): embedded DNS server state {:.0} B (goal 300 B, \
+         ratio {:.2}); first pass peak {:.0} B, resync peak {:.0} B",
+        heap.records,
+        per_record(heap.store),
+        per_record(heap.store) / 300.0,
+        per_record(heap.first_pass_peak),
+        per_record(heap.resync_peak),
+    );
 }
