@@ -13,7 +13,9 @@
 //! Run: `cargo bench --bench serve_memory [-- ROUTES...]` (default 10000 50000). Prints figures;
 //! asserts nothing about size or speed. `GATEWAY_DNS_BENCH_BINARY=PATH` spawns another build of
 //! the binary (to alternate an old and a new build on a shared machine);
-//! `GATEWAY_DNS_BENCH_ONLY=process|heap` runs one half.
+//! `GATEWAY_DNS_BENCH_ONLY=process|heap` runs one half; `GATEWAY_DNS_BENCH_SETTLE_SECONDS=N`
+//! (default 2) waits longer before reading the process's figures, e.g. with
+//! `GATEWAY_DNS_INTERVAL=2s` (serve's `--interval`) to take resyncs into the peak.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{SocketAddr, UdpSocket};
@@ -318,8 +320,13 @@ fn measure_process(work: &Path, manifests: &Path, routes: usize) -> ProcessFigur
         }
     }
     let converged = started.elapsed();
-    // Let anything the first pass set off (the findings report, the manifests' poll) settle.
-    std::thread::sleep(Duration::from_secs(2));
+    // Let anything the first pass set off (the findings report, the manifests' poll) settle;
+    // longer, with `GATEWAY_DNS_INTERVAL` (serve's `--interval`) short, to take resyncs in.
+    let settle = std::env::var("GATEWAY_DNS_BENCH_SETTLE_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or(2);
+    std::thread::sleep(Duration::from_secs(settle));
     let pid = served.pid();
     ProcessFigures {
         hwm_kib: status_field(pid, "VmHWM"),
