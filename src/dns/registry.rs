@@ -471,6 +471,13 @@ impl<'r> OwnershipIndex<'r> {
             .and_then(|txt_name| self.owner_at(txt_name, true))
     }
 
+    /// The TXT name as listed and its heritage values, when it holds any.
+    pub fn registry_entry(&self, txt_name: &str) -> Option<(&'r str, &[(&'r str, Labels)])> {
+        self.registry_txt
+            .get_key_value(txt_name)
+            .map(|(name, txt)| (*name, txt.values.as_slice()))
+    }
+
     /// Heritage values (raw text, parsed) stored at `txt_name`.
     pub fn registry_values(&self, txt_name: &str) -> &[(&'r str, Labels)] {
         self.registry_txt

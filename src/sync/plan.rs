@@ -221,6 +221,7 @@ pub fn plan_with(
         zones,
         ownership,
         txt_edits: BTreeMap::new(),
+        kept: BTreeMap::new(),
         plan: Plan {
             undecryptable,
             ..Plan::default()
@@ -315,6 +316,9 @@ struct Planner<'a> {
     ownership: OwnershipIndex<'a>,
     /// Ownership changes by TXT name, turned into RRset changes at the end.
     txt_edits: BTreeMap<String, TxtEdit>,
+    /// Ownership values claimed that are already there with no other value of ours: nothing to
+    /// write, so no edit is made (a resync claims every record again).
+    kept: BTreeMap<&'a str, &'a str>,
     plan: Plan,
 }
 
@@ -496,6 +500,19 @@ impl Planner<'_> {
     /// Our ownership `value` at `txt_name`, replacing other values of ours there.
     fn claim(&mut self, txt_name: String, value: String) {
         let owner_id = self.registry.owner_id.as_str();
+        if !self.txt_edits.contains_key(&txt_name)
+            && !self.kept.contains_key(txt_name.as_str())
+            && let Some((listed_name, present)) = self.ownership.registry_entry(&txt_name)
+            && !present
+                .iter()
+                .any(|(raw, labels)| labels.owner == owner_id && *raw != value)
+            && let Some((raw, _)) = present.iter().find(|(raw, _)| *raw == value)
+        {
+            // Already there, and no other value of ours: nothing to change (the usual resync).
+            self.kept.insert(listed_name, *raw);
+            return;
+        }
+        let kept = self.kept.remove(txt_name.as_str());
         let present = self.ownership.registry_values(&txt_name);
         let edit = self.txt_edits.entry(txt_name).or_default();
         for (raw, labels) in present {
@@ -504,10 +521,17 @@ impl Planner<'_> {
             }
         }
         add_once(&mut edit.add, value);
+        if let Some(kept) = kept {
+            add_once(&mut edit.add, kept.to_owned());
+        }
     }
 
     /// Removes every ownership value of ours at `txt_name`.
     fn release(&mut self, txt_name: &str) {
+        // A value claimed and kept stays: releasing ours there and adding it back is no change.
+        if self.kept.contains_key(txt_name) {
+            return;
+        }
         let owner_id = self.registry.owner_id.as_str();
         let edit = self.txt_edits.entry(txt_name.to_string()).or_default();
         for (raw, labels) in self.ownership.registry_values(txt_name) {
