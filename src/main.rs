@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => {
             init_tracing(&args.log_level, args.log_format);
             let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(worker_threads())
                 .enable_all()
                 .build()
             {
@@ -43,6 +44,25 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// At most this many async worker threads unless `TOKIO_WORKER_THREADS` says otherwise: a
+/// review takes microseconds, the sync loop is one task, and settling and reading manifests run
+/// on the blocking pool, while every worker keeps its own allocator pages. Without a CPU limit a pod sees every
+/// core of its node, and one worker per core there cost resident memory for nothing
+/// (docs/benchmarks.md, "Memory of `serve`").
+const MAX_WORKER_THREADS: usize = 4;
+
+fn worker_threads() -> usize {
+    let configured = std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|value| value.trim().parse::<usize>().ok())
+        .filter(|threads| *threads > 0);
+    configured.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(MAX_WORKER_THREADS)
+    })
 }
 
 /// Logs on stderr at `--log-level`, or as the filter in GATEWAY_DNS_LOG says when it is set

@@ -299,8 +299,8 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
                 record_type: e.record_type,
                 targets: e.targets.iter().cloned().collect(),
                 ttl: e.ttl,
-                owner: owner.map(|o| o.owner.clone()),
-                resource: owner.and_then(|o| o.resource.clone()),
+                owner: owner.map(|o| o.owner.to_owned()),
+                resource: owner.and_then(|o| o.resource.map(str::to_owned)),
             }
         })
         .collect();

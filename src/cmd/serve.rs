@@ -12,14 +12,13 @@ use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::secret::SecretSource;
 use crate::dns::{Changes, Provider, embedded, rfc2136};
-use crate::engine::Config;
 use crate::engine::World;
-use crate::engine::settle::{route_ref, settle_all};
+use crate::engine::settle::route_ref;
 use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
 use crate::feedback::limit::Limits;
 use crate::feedback::{AppliedRecord, ObjectRef};
 use crate::findings::FindingsReport;
-use crate::index::{Index, Snapshot};
+use crate::index::Index;
 use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
@@ -54,8 +53,8 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
                 .chain(&args.provider_flags.rfc2136_zones),
         ),
     );
-    let mut process = Process::new(Index::with_config(cfg.clone()));
-    let source = start_source(&args, &cfg, &mut process).await?;
+    let mut process = Process::new(Index::with_config(cfg));
+    let source = start_source(&args, &mut process).await?;
     process.watch_index(source.synced.clone());
     process.end_address_loss_graces();
     process.report_findings(source.synced.clone());
@@ -118,8 +117,9 @@ struct Source {
     synced: watch::Receiver<bool>,
     /// The cluster source and its client; None with `--manifests`.
     cluster: Option<(::kube::Client, Arc<kube::KubeSource>)>,
-    /// The manifests as first read (files source), to infer zones from.
-    initial: Option<Snapshot>,
+    /// The files source (`--manifests`), whose first read is in the index before the sync loop
+    /// is built, so zones can be inferred from it.
+    manifests: bool,
 }
 
 /// How often the cache gauges may be recomputed (counting routes walks the index).
@@ -340,30 +340,28 @@ impl Process {
 }
 
 /// Starts the files source (`--manifests`) or the cluster source.
-async fn start_source(
-    args: &ServeArgs,
-    cfg: &Arc<Config>,
-    process: &mut Process,
-) -> Result<Source> {
+async fn start_source(args: &ServeArgs, process: &mut Process) -> Result<Source> {
     let Some(dir) = &args.manifests else {
         return start_cluster_source(args, process).await;
     };
     let paths = vec![dir.clone()];
-    // Fail fast on a bad start: an operator typo should not look like an empty cluster.
-    let loaded = files::load_paths(&paths)
+    // Fail fast on a bad start: an operator typo should not look like an empty cluster. Read
+    // once, into the index itself: the watcher starts from what was read.
+    let (read, objects) = files::load_into(&paths, &process.index)
         .with_context(|| format!("reading manifests from {}", dir.display()))?;
-    let initial = Snapshot::from_objects(cfg.clone(), loaded.into_iter().map(|l| l.object));
-    let (synced_tx, synced) = watch::channel(false);
+    tracing::info!(objects, "loaded manifests");
+    let (synced_tx, synced) = watch::channel(true);
     tokio::spawn(files::watch(
         paths,
         process.index.clone(),
         MANIFEST_POLL,
         synced_tx,
+        Some(read),
     ));
     Ok(Source {
         synced,
         cluster: None,
-        initial: Some(initial),
+        manifests: true,
     })
 }
 
@@ -394,7 +392,7 @@ async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result
     Ok(Source {
         synced,
         cluster: Some((client, source)),
-        initial: None,
+        manifests: false,
     })
 }
 
@@ -406,7 +404,7 @@ async fn build_syncer(
     leader: Option<watch::Receiver<bool>>,
     process: &mut Process,
 ) -> Result<Syncer> {
-    let zones = zones_for(args, source.initial.as_ref())?;
+    let zones = zones_for(args, source.manifests.then_some(&process.index))?;
     let provider = provider_for(args, &zones).await?;
     let mut sync_config = SyncConfig::new(args.provider_flags.txt_owner_id.clone(), zones.clone());
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -613,14 +611,15 @@ pub fn write_gate(
 
 /// The managed zones: `--zone`, or for the embedded server alone, inferred from the records the
 /// manifests would publish (so the local quick start needs no flags).
-fn zones_for(args: &ServeArgs, initial: Option<&Snapshot>) -> Result<Vec<String>> {
+fn zones_for(args: &ServeArgs, manifests: Option<&Index>) -> Result<Vec<String>> {
     let zones = super::provider::zones(&args.provider_flags);
     if !zones.is_empty() {
         return Ok(zones);
     }
-    match (args.provider, initial) {
-        (ProviderKind::Embedded, Some(snapshot)) => {
-            let inferred = inferred_zones(&settle_all(snapshot));
+    match (args.provider, manifests) {
+        (ProviderKind::Embedded, Some(index)) => {
+            // The outcome the first sync pass publishes from (one evaluation per snapshot).
+            let inferred = inferred_zones(&index.settled());
             if inferred.is_empty() {
                 bail!(
                     "no --zone given and none can be inferred from the manifests: pass --zone ZONE"

@@ -17,7 +17,7 @@
 //! they are read back from the labels, and external-dns's own TXT registry guards the records in
 //! DNS. Objects are written by server-side apply with field manager `gateway-dns`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
@@ -27,7 +27,7 @@ use kube::api::{
 use serde::{Deserialize, Serialize};
 
 use super::registry::{Covers, TxtRegistry, Value};
-use super::{Changes, Endpoint, Provider, in_zone};
+use super::{Changes, Endpoint, Provider, Targets, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -199,7 +199,7 @@ impl DnsEndpointProvider {
                 endpoints.push(Endpoint {
                     dns_name: self.registry.txt_name(name, *record_type),
                     record_type: RecordType::TXT,
-                    targets: BTreeSet::from([self.registry.value(entry.resource.as_deref())]),
+                    targets: Targets::from([self.registry.value(entry.resource.as_deref())]),
                     ttl: endpoint.ttl,
                     resource: None,
                 });

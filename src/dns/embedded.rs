@@ -66,7 +66,7 @@ use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 pub use super::dnssec::ZoneKey;
 use super::dnssec::{SignedZone, signing_period};
 use super::rfc2136::TsigKey;
-use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_type};
+use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_rrset, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
@@ -175,19 +175,73 @@ impl Transfers {
     }
 }
 
+/// One RRset as the server keeps it: the owner name once, the targets without slack. The
+/// server holds every record the sync loop publishes, so this is the sync side's steady memory
+/// (docs/benchmarks.md, "Memory of `serve`").
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RrSet {
+    name: Box<str>,
+    record_type: RecordType,
+    ttl: u32,
+    /// Sorted, each once (as [`Endpoint::targets`]).
+    targets: Box<[Box<str>]>,
+}
+
+impl RrSet {
+    fn from_endpoint(endpoint: &Endpoint) -> RrSet {
+        RrSet {
+            name: endpoint.dns_name.as_str().into(),
+            record_type: endpoint.record_type,
+            ttl: endpoint.ttl_or_default(),
+            targets: endpoint.targets.iter().map(|t| t.as_str().into()).collect(),
+        }
+    }
+
+    fn key(&self) -> (&str, RecordType) {
+        (&self.name, self.record_type)
+    }
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            dns_name: self.name.to_string(),
+            record_type: self.record_type,
+            targets: self.targets.iter().map(|t| t.to_string()).collect(),
+            ttl: Some(self.ttl),
+            resource: None,
+        }
+    }
+
+    fn wire(&self) -> Result<Vec<Record>, InvalidTarget> {
+        wire_rrset(
+            &self.name,
+            self.record_type,
+            self.targets.iter().map(|t| &**t),
+            self.ttl,
+        )
+    }
+}
+
 struct Zone {
     apex: String,
     serial: u32,
-    rrsets: BTreeMap<(String, RecordType), Endpoint>,
-    /// Every name that exists: owners of records, their ancestors down to the apex (empty
-    /// non-terminals), and the apex.
-    names: BTreeSet<String>,
+    /// Every RRset, sorted by (name, type): looked up by binary search, rewritten by merging a
+    /// batch of changes in.
+    rrsets: Vec<RrSet>,
+    /// The names that exist without records of their own: ancestors of records up to the apex
+    /// (empty non-terminals). The apex and the owners of records exist too.
+    empty_non_terminals: BTreeSet<Box<str>>,
     /// The latest changes, oldest first, for IXFR; bounded by [`JOURNAL_CHANGES`] and
-    /// [`JOURNAL_RECORDS`].
+    /// [`JOURNAL_RECORDS`]. Kept only when there are secondaries to ask for them.
     journal: VecDeque<Delta>,
     /// The zone signed for the current serial, when DNSSEC is on.
     signed: Option<SignedZone>,
 }
+
+/// The final state of the RRsets one batch of changes touches (`None`: deleted), by key.
+type Touched<'a> = BTreeMap<(&'a str, RecordType), Option<&'a Endpoint>>;
+
+/// One RRset before and after a change (`None`: absent).
+type Difference = (Option<RrSet>, Option<RrSet>);
 
 /// One change of a zone, as IXFR sends it (RFC 1995).
 struct Delta {
@@ -199,12 +253,11 @@ struct Delta {
 
 impl Zone {
     fn new(apex: String, serial: u32) -> Self {
-        let names = BTreeSet::from([apex.clone()]);
         Zone {
             apex,
             serial,
-            rrsets: BTreeMap::new(),
-            names,
+            rrsets: Vec::new(),
+            empty_non_terminals: BTreeSet::new(),
             journal: VecDeque::new(),
             signed: None,
         }
@@ -235,17 +288,87 @@ impl Zone {
     }
 
     fn reindex(&mut self) {
-        let mut names = BTreeSet::from([self.apex.clone()]);
-        for (name, _) in self.rrsets.keys() {
-            let mut current = name.as_str();
-            while current.len() > self.apex.len() && names.insert(current.to_string()) {
-                match current.split_once('.') {
-                    Some((_, parent)) => current = parent,
-                    None => break,
+        let mut empty = BTreeSet::new();
+        for set in &self.rrsets {
+            let mut current = &*set.name;
+            while let Some((_, parent)) = current.split_once('.') {
+                if parent.len() <= self.apex.len() || self.has_records_at(parent) {
+                    break;
                 }
+                if !empty.insert(Box::<str>::from(parent)) {
+                    break;
+                }
+                current = parent;
             }
         }
-        self.names = names;
+        self.empty_non_terminals = empty;
+    }
+
+    /// Merges the final state of the `touched` RRsets in. `None` when nothing changed; else
+    /// the RRsets that changed as (before, after) when `keep` asks for them (for the journal),
+    /// or no pairs.
+    fn merge(&mut self, touched: &Touched<'_>, keep: bool) -> Option<Vec<Difference>> {
+        let creates = touched.values().filter(|wanted| wanted.is_some()).count();
+        let mut merged = Vec::with_capacity(self.rrsets.len() + creates);
+        let mut old = std::mem::take(&mut self.rrsets).into_iter().peekable();
+        let (mut changes, mut differences) = (0usize, Vec::new());
+        for (key, wanted) in touched {
+            while let Some(set) = old.next_if(|set| set.key() < *key) {
+                merged.push(set);
+            }
+            let before = old.next_if(|set| set.key() == *key);
+            let after = wanted.map(RrSet::from_endpoint);
+            if before != after {
+                changes += 1;
+                if keep {
+                    differences.push((before, after.clone()));
+                }
+            }
+            merged.extend(after);
+        }
+        merged.extend(old);
+        merged.shrink_to_fit();
+        self.rrsets = merged;
+        (changes > 0).then_some(differences)
+    }
+
+    /// Journals one change for IXFR: the records removed and added (RFC 1995). A change larger
+    /// than the journal may hold empties it: older serials get the whole zone.
+    fn journal_change(&mut self, from: u32, to: u32, differences: &[Difference]) {
+        let size = |set: &Option<RrSet>| set.as_ref().map_or(0, |set| set.targets.len());
+        let records: usize = differences
+            .iter()
+            .map(|(before, after)| size(before) + size(after))
+            .sum();
+        if records > JOURNAL_RECORDS {
+            self.journal.clear();
+            return;
+        }
+        let as_records = |set: &Option<RrSet>| -> Vec<Record> {
+            set.as_ref()
+                .and_then(|set| set.wire().ok())
+                .unwrap_or_default()
+        };
+        let (mut removed, mut added) = (Vec::new(), Vec::new());
+        for (before, after) in differences {
+            let (old, new) = (as_records(before), as_records(after));
+            removed.extend(old.iter().filter(|r| !new.contains(r)).cloned());
+            added.extend(new.iter().filter(|r| !old.contains(r)).cloned());
+        }
+        self.record(Delta {
+            from,
+            to,
+            removed,
+            added,
+        });
+    }
+
+    /// The RRset of that name and type.
+    fn rrset(&self, name: &str, record_type: RecordType) -> Option<&RrSet> {
+        self.rrsets
+            .binary_search_by(|set| set.key().cmp(&(name, record_type)))
+            .ok()
+            .map(|at| &self.rrsets[at])
     }
 
     /// Signs the zone as it is now (after a change of serial); returns what changed in the
@@ -281,9 +404,13 @@ impl Zone {
     }
 
     fn has_records_at(&self, name: &str) -> bool {
-        RecordType::ALL
-            .iter()
-            .any(|t| self.rrsets.contains_key(&(name.to_string(), *t)))
+        let first = self.rrsets.partition_point(|set| &*set.name < name);
+        self.rrsets.get(first).is_some_and(|set| &*set.name == name)
+    }
+
+    /// Whether the name exists: the apex, an owner of records, or an empty non-terminal.
+    fn has_name(&self, name: &str) -> bool {
+        name == self.apex || self.has_records_at(name) || self.empty_non_terminals.contains(name)
     }
 }
 
@@ -470,9 +597,6 @@ impl EmbeddedDns {
             wire_records(endpoint, endpoint.ttl_or_default())?;
         }
         let mut store = self.store.write().map_err(|_| Error::Poisoned)?;
-        // The RRsets as they were before this change, to tell a real change from a no-op.
-        type Key = (String, RecordType);
-        let mut before: BTreeMap<(usize, Key), Option<Endpoint>> = BTreeMap::new();
         let zone_index = |store: &Store, name: &str| {
             store
                 .zones
@@ -482,58 +606,48 @@ impl EmbeddedDns {
                 .max_by_key(|(_, zone)| zone.apex.len())
                 .map(|(i, _)| i)
         };
+        // The state each touched RRset ends in, per zone: deletes first, then updates and
+        // creates (the order providers apply them in).
+        let mut touched: BTreeMap<usize, Touched<'_>> = BTreeMap::new();
         for endpoint in &changes.delete {
             if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                let key = (endpoint.dns_name.clone(), endpoint.record_type);
-                let old = store.zones[i].rrsets.remove(&key);
-                before.entry((i, key)).or_insert(old);
+                touched.entry(i).or_default().insert(endpoint.key(), None);
             }
         }
         for endpoint in changes.update.iter().chain(&changes.create) {
             if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                let stored = Endpoint {
-                    ttl: Some(endpoint.ttl_or_default()),
-                    resource: None,
-                    ..endpoint.clone()
-                };
-                let key = (endpoint.dns_name.clone(), endpoint.record_type);
-                let old = store.zones[i].rrsets.insert(key.clone(), stored);
-                before.entry((i, key)).or_insert(old);
+                touched
+                    .entry(i)
+                    .or_default()
+                    .insert(endpoint.key(), Some(endpoint));
             }
         }
-        // Per zone changed: the records removed and added (RFC 1995 deltas).
-        let mut touched: BTreeMap<usize, (Vec<Record>, Vec<Record>)> = BTreeMap::new();
-        let as_records = |set: Option<&Endpoint>| -> Vec<Record> {
-            set.and_then(|set| wire_records(set, set.ttl_or_default()).ok())
-                .unwrap_or_default()
-        };
-        for ((i, key), old) in &before {
-            let new = store.zones[*i].rrsets.get(key);
-            if new == old.as_ref() {
-                continue;
-            }
-            let (old, new) = (as_records(old.as_ref()), as_records(new));
-            let (removed, added) = touched.entry(*i).or_default();
-            removed.extend(old.iter().filter(|r| !new.contains(r)).cloned());
-            added.extend(new.iter().filter(|r| !old.contains(r)).cloned());
-        }
+        // Only secondaries ask for IXFR: without them no journal is kept.
+        let journaling = self.notify.is_some();
         let now = unix_now();
         let mut changed = Vec::new();
-        for (i, (removed, added)) in touched {
+        for (i, touched) in touched {
             let zone = &mut store.zones[i];
+            let Some(differences) = zone.merge(&touched, journaling) else {
+                continue;
+            };
             let from = zone.serial;
             zone.serial = next_serial(zone.serial, now);
             let to = zone.serial;
             zone.reindex();
-            let (removed, added) = zone
-                .sign(&self.dnssec_keys, self.soa_ttl, now)
-                .unwrap_or((removed, added));
-            zone.record(Delta {
-                from,
-                to,
-                removed,
-                added,
-            });
+            // Signed zones journal the signed zone's difference (signatures and NSEC included);
+            // unsigned ones the RRsets that changed.
+            match zone.sign(&self.dnssec_keys, self.soa_ttl, now) {
+                Some((removed, added)) if journaling => zone.record(Delta {
+                    from,
+                    to,
+                    removed,
+                    added,
+                }),
+                Some(_) => {}
+                None if journaling => zone.journal_change(from, to, &differences),
+                None => {}
+            }
             changed.push((zone.apex.clone(), zone.serial));
         }
         drop(store);
@@ -554,7 +668,7 @@ impl EmbeddedDns {
         Ok(store
             .zones
             .iter()
-            .flat_map(|zone| zone.rrsets.values().cloned())
+            .flat_map(|zone| zone.rrsets.iter().map(RrSet::endpoint))
             .collect())
     }
 }
@@ -1250,7 +1364,7 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
         let matching: Vec<RecordType> = RecordType::ALL
             .into_iter()
             .filter(|t| qtype == WireType::ANY || wire_type(*t) == qtype)
-            .filter(|t| zone.rrsets.contains_key(&(node.clone(), *t)))
+            .filter(|t| zone.rrset(&node, *t).is_some())
             .collect();
         for record_type in &matching {
             add_rrset(&mut response, zone, &node, *record_type, &owner);
@@ -1275,8 +1389,8 @@ fn respond(store: &Store, request: &Message, soa_ttl: u32, may_transfer: bool) -
             }
             return response;
         }
-        let cname = zone.rrsets.get(&(node.clone(), RecordType::CNAME));
-        match cname.and_then(|set| set.targets.iter().next()) {
+        let cname = zone.rrset(&node, RecordType::CNAME);
+        match cname.and_then(|set| set.targets.first()) {
             Some(target) if qtype != WireType::CNAME => {
                 add_rrset(&mut response, zone, &node, RecordType::CNAME, &owner);
                 let target = canonical(target).into_owned();
@@ -1409,7 +1523,7 @@ fn add_dnssec(store: &Store, request: &Message, response: &mut Message) {
             None => {
                 proofs.extend(signed.nsec_covering(&last).cloned());
                 let mut encloser = last_name.as_str();
-                while !zone.names.contains(encloser) {
+                while !zone.has_name(encloser) {
                     match encloser.split_once('.') {
                         Some((_, parent)) => encloser = parent,
                         None => break,
@@ -1443,13 +1557,13 @@ fn add_dnssec(store: &Store, request: &Message, response: &mut Message) {
 /// The node whose records answer `name`: the name itself when it exists (with records or as an
 /// empty non-terminal), else the wildcard at its closest encloser, else none (NXDOMAIN).
 fn find_node(zone: &Zone, name: &str) -> Option<String> {
-    if zone.names.contains(name) {
+    if zone.has_name(name) {
         return Some(name.to_string());
     }
     let mut encloser = name;
     while encloser != zone.apex {
         encloser = encloser.split_once('.').map(|(_, parent)| parent)?;
-        if zone.names.contains(encloser) {
+        if zone.has_name(encloser) {
             let wildcard = format!("*.{encloser}");
             return zone.has_records_at(&wildcard).then_some(wildcard);
         }
@@ -1464,10 +1578,10 @@ fn add_rrset(
     record_type: RecordType,
     owner: &Name,
 ) {
-    let Some(set) = zone.rrsets.get(&(node.to_string(), record_type)) else {
+    let Some(set) = zone.rrset(node, record_type) else {
         return;
     };
-    if let Ok(records) = wire_records(set, set.ttl_or_default()) {
+    if let Ok(records) = set.wire() {
         for mut record in records {
             record.name = owner.clone();
             response.add_answer(record);
@@ -1478,8 +1592,8 @@ fn add_rrset(
 /// The zone's records: SOA, NS, every RRset in name order.
 fn zone_records(zone: &Zone, soa_ttl: u32) -> Vec<Record> {
     let mut records = vec![soa_record(zone, soa_ttl, false), ns_record(zone, soa_ttl)];
-    for set in zone.rrsets.values() {
-        if let Ok(wire) = wire_records(set, set.ttl_or_default()) {
+    for set in &zone.rrsets {
+        if let Ok(wire) = set.wire() {
             records.extend(wire);
         }
     }
@@ -1556,9 +1670,9 @@ mod tests {
             Endpoint::new("*.example.com", RecordType::TXT, ["wild"]),
             Endpoint::new("www.example.com", RecordType::CNAME, ["a.b.example.com"]),
         ] {
-            zone.rrsets
-                .insert((endpoint.dns_name.clone(), endpoint.record_type), endpoint);
+            zone.rrsets.push(RrSet::from_endpoint(&endpoint));
         }
+        zone.rrsets.sort_by(|a, b| a.key().cmp(&b.key()));
         zone.reindex();
         Store { zones: vec![zone] }
     }
@@ -1811,6 +1925,60 @@ mod tests {
         // The RRSIGs of the A and the NSEC RRsets; nothing to deny.
         assert_eq!(answer.answers.len(), 2, "{answer:?}");
         assert!(answer.authorities.is_empty(), "{answer:?}");
+    }
+
+    /// Changes merge into the sorted RRsets as a map would take them; without secondaries no
+    /// journal is kept, and a change larger than the journal empties it.
+    #[test]
+    fn changes_merge_in_order_and_only_secondaries_get_a_journal() {
+        let mut zone = Zone::new("example.com".into(), 1);
+        let a = |name: &str, ip: &str| Endpoint::new(name, RecordType::A, [ip]).with_ttl(60);
+        let (b, c, d) = (
+            a("b.example.com", "192.0.2.2"),
+            a("c.x.example.com", "192.0.2.3"),
+            a("d.example.com", "192.0.2.4"),
+        );
+        let touched: Touched<'_> = [&d, &b, &c]
+            .into_iter()
+            .map(|e| (e.key(), Some(e)))
+            .collect();
+        assert!(zone.merge(&touched, false).is_some_and(|d| d.is_empty()));
+        zone.reindex();
+        let names: Vec<&str> = zone.rrsets.iter().map(|set| &*set.name).collect();
+        assert_eq!(names, ["b.example.com", "c.x.example.com", "d.example.com"]);
+        assert!(zone.has_name("x.example.com") && !zone.has_records_at("x.example.com"));
+        // Delete one, change one, keep one: two differences, in key order.
+        let b2 = a("b.example.com", "192.0.2.20");
+        let touched: Touched<'_> = [(d.key(), None), (b2.key(), Some(&b2)), (c.key(), Some(&c))]
+            .into_iter()
+            .collect();
+        let differences = zone.merge(&touched, true).unwrap();
+        let changed: Vec<(bool, bool)> = differences
+            .iter()
+            .map(|(before, after)| (before.is_some(), after.is_some()))
+            .collect();
+        assert_eq!(changed, [(true, true), (true, false)]);
+        assert_eq!(
+            zone.rrset("b.example.com", RecordType::A).map(|s| s.ttl),
+            Some(60)
+        );
+        assert!(zone.rrset("d.example.com", RecordType::A).is_none());
+        zone.journal_change(1, 2, &differences);
+        assert_eq!(zone.journal.len(), 1);
+        let many: Vec<Endpoint> = (0..JOURNAL_RECORDS + 1)
+            .map(|i| a(&format!("n{i}.example.com"), "192.0.2.9"))
+            .collect();
+        let touched: Touched<'_> = many.iter().map(|e| (e.key(), Some(e))).collect();
+        let differences = zone.merge(&touched, true).unwrap();
+        zone.journal_change(2, 3, &differences);
+        assert!(
+            zone.journal.is_empty(),
+            "too large for the journal: AXFR for everyone"
+        );
+        assert!(
+            zone.merge(&touched, true).is_none(),
+            "the same again changes nothing"
+        );
     }
 
     #[test]

@@ -17,7 +17,6 @@ pub mod txt_crypto;
 pub mod webhook;
 pub(crate) mod wire;
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use futures::future::BoxFuture;
@@ -37,7 +36,7 @@ pub const DEFAULT_TTL: u32 = 300;
 pub struct Endpoint {
     pub dns_name: String,
     pub record_type: RecordType,
-    pub targets: BTreeSet<String>,
+    pub targets: Targets,
     /// `None` → the configured default ([`DEFAULT_TTL`]).
     pub ttl: Option<u32>,
     /// Owner resource for the registry, e.g. `httproute/shop/web`.
@@ -92,6 +91,88 @@ impl fmt::Display for Endpoint {
             write!(f, " ttl={ttl}")?;
         }
         Ok(())
+    }
+}
+
+/// The targets of one RRset: sorted, each once. A boxed slice rather than a `BTreeSet`: an
+/// RRset has one or a few targets, and a B-tree's first node alone costs some 300 bytes, which
+/// every endpoint of a sync pass (desired, listed, planned) paid (docs/benchmarks.md, "Memory
+/// of `serve`").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Targets(Box<[String]>);
+
+impl Targets {
+    pub fn new() -> Targets {
+        Targets::default()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, String> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, target: &str) -> bool {
+        self.0
+            .binary_search_by(|probe| probe.as_str().cmp(target))
+            .is_ok()
+    }
+
+    /// The first target in sorted order.
+    pub fn first(&self) -> Option<&String> {
+        self.0.first()
+    }
+
+    /// Adds `target` unless it is there; true when it was added.
+    pub fn insert(&mut self, target: String) -> bool {
+        match self.0.binary_search(&target) {
+            Ok(_) => false,
+            Err(at) => {
+                let mut targets = std::mem::take(&mut self.0).into_vec();
+                targets.insert(at, target);
+                self.0 = targets.into_boxed_slice();
+                true
+            }
+        }
+    }
+}
+
+impl FromIterator<String> for Targets {
+    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Targets {
+        let mut targets: Vec<String> = iter.into_iter().collect();
+        targets.sort_unstable();
+        targets.dedup();
+        Targets(targets.into_boxed_slice())
+    }
+}
+
+impl<const N: usize> From<[String; N]> for Targets {
+    fn from(targets: [String; N]) -> Targets {
+        targets.into_iter().collect()
+    }
+}
+
+impl<'a> IntoIterator for &'a Targets {
+    type Item = &'a String;
+    type IntoIter = std::slice::Iter<'a, String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Targets {
+    type Item = String;
+    type IntoIter = std::vec::IntoIter<String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_vec().into_iter()
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Plain HTTP (the API is meant for loopback or a sidecar); the key goes in `X-API-Key`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::batches::HalvingBatches;
 use super::http::{self, ExchangeError, HttpClient};
 use super::secret::SecretSource;
-use super::{Changes, Endpoint, Provider, zone_of};
+use super::{Changes, Endpoint, Provider, Targets, zone_of};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -325,7 +325,7 @@ pub fn zone_endpoints(body: &[u8]) -> Result<Vec<Endpoint>, serde_json::Error> {
         let Ok(record_type) = rrset.rtype.parse::<RecordType>() else {
             continue;
         };
-        let targets: BTreeSet<String> = rrset
+        let targets: Targets = rrset
             .records
             .iter()
             .map(|record| parse_content(record_type, &record.content))

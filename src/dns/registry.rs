@@ -25,17 +25,15 @@ const LABEL_PREFIX: &str = "external-dns/";
 const OWNER_KEY: &str = "owner";
 const RESOURCE_KEY: &str = "resource";
 
-/// Labels parsed from one ownership TXT value.
+/// Labels parsed from one ownership TXT value: only what the plan reads, as a sync pass parses
+/// one per ownership record the provider lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labels {
     pub owner: String,
     pub resource: Option<String>,
-    /// Every `external-dns/<key>=<value>` pair, owner and resource included.
-    pub all: BTreeMap<String, String>,
-    /// The plain text of the value (decrypted if it was encrypted, without quotes).
-    pub plain: String,
-    /// The value was encrypted with the registry's key.
-    pub encrypted: bool,
+    /// The plain text of a value that was encrypted with the registry's key (without quotes);
+    /// `None` when the value was not encrypted.
+    pub decrypted: Option<String>,
 }
 
 /// The TXT value that marks a record as owned by `owner_id`, in external-dns's layout
@@ -51,13 +49,9 @@ pub fn ownership_value(owner_id: &str, resource: Option<&str>) -> String {
 /// Parse an ownership value; `None` when it is not an external-dns heritage record (an
 /// ordinary TXT record). Surrounding quotes, as some APIs return them, are tolerated.
 pub fn parse_ownership(value: &str) -> Option<Labels> {
-    let value = value.trim();
-    let value = value
-        .strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .unwrap_or(value);
+    let value = strip_quotes(value);
     let mut heritage_ok = false;
-    let mut all = BTreeMap::new();
+    let (mut owner, mut resource) = (None, None);
     for pair in value.split(',') {
         let (key, val) = pair.split_once('=')?;
         if key == "heritage" {
@@ -66,21 +60,31 @@ pub fn parse_ownership(value: &str) -> Option<Labels> {
             }
             heritage_ok = true;
         } else if let Some(key) = key.strip_prefix(LABEL_PREFIX) {
-            all.insert(key.to_string(), val.to_string());
+            // A label written twice counts with its last value.
+            match key {
+                OWNER_KEY => owner = Some(val),
+                RESOURCE_KEY => resource = Some(val),
+                _ => {}
+            }
         }
     }
     if !heritage_ok {
         return None;
     }
-    let owner = all.get(OWNER_KEY).cloned().unwrap_or_default();
-    let resource = all.get(RESOURCE_KEY).cloned();
     Some(Labels {
-        owner,
-        resource,
-        all,
-        plain: value.to_string(),
-        encrypted: false,
+        owner: owner.unwrap_or_default().to_owned(),
+        resource: resource.map(str::to_owned),
+        decrypted: None,
     })
+}
+
+/// The value without surrounding white space and quotes.
+fn strip_quotes(value: &str) -> &str {
+    let value = value.trim();
+    value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value)
 }
 
 /// Name of the ownership TXT record for `dns_name`/`record_type` (external-dns's new format,
@@ -286,7 +290,7 @@ impl TxtRegistry {
         match cipher.decrypt(value) {
             Ok(plain) => match parse_ownership(&plain) {
                 Some(labels) => Value::Ownership(Labels {
-                    encrypted: true,
+                    decrypted: Some(strip_quotes(&plain).to_owned()),
                     ..labels
                 }),
                 None => Value::Other,
@@ -301,14 +305,14 @@ impl TxtRegistry {
     pub fn value_for(
         &self,
         resource: Option<&str>,
-        present: &[(String, Labels)],
+        present: &[(&str, Labels)],
     ) -> Result<String, CryptoError> {
         let plain = ownership_value(&self.owner_id, resource);
         match &self.cipher {
             Some(cipher) if self.encrypt => present
                 .iter()
-                .find(|(_, labels)| labels.encrypted && labels.plain == plain)
-                .map(|(raw, _)| Ok(raw.clone()))
+                .find(|(_, labels)| labels.decrypted.as_deref() == Some(plain.as_str()))
+                .map(|(raw, _)| Ok((*raw).to_owned()))
                 .unwrap_or_else(|| cipher.encrypt(&plain)),
             _ => Ok(plain),
         }
@@ -353,45 +357,55 @@ pub fn covered_by(txt_name: &str) -> Covers {
     TxtRegistry::new("").covered_by(txt_name)
 }
 
-/// Who owns a record, and through which TXT record we know it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub owner: String,
-    pub resource: Option<String>,
-    pub txt_name: String,
+/// Who owns a record, and through which TXT record we know it (borrowed from the listing the
+/// [`OwnershipIndex`] reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
+    pub owner: &'a str,
+    pub resource: Option<&'a str>,
+    pub txt_name: &'a str,
     pub legacy: bool,
 }
 
-/// Ownership of every record, read from the TXT records of a listing.
+/// The heritage values at one TXT name.
 #[derive(Debug, Clone)]
-pub struct OwnershipIndex {
+struct RegistryTxt<'r> {
+    /// Each value as listed, and parsed.
+    values: Vec<(&'r str, Labels)>,
+    /// The name holds ownership values only: registry bookkeeping, not data.
+    only_ownership: bool,
+}
+
+/// Ownership of every record, read from the TXT records of a listing. It borrows the listing's
+/// names and values: a sync pass builds one over every record the provider holds.
+#[derive(Debug, Clone)]
+pub struct OwnershipIndex<'r> {
     registry: TxtRegistry,
-    by_record: BTreeMap<(String, RecordType), Owner>,
-    legacy_by_name: BTreeMap<String, Owner>,
-    /// TXT names holding at least one heritage value, with those values parsed.
-    registry_txt: BTreeMap<String, Vec<(String, Labels)>>,
-    /// TXT names made only of ownership values: registry bookkeeping, not data.
-    registry_only: BTreeSet<String>,
+    /// The TXT name owning each record in the new format.
+    by_record: BTreeMap<(String, RecordType), &'r str>,
+    /// The TXT name owning the records at a name in the legacy format.
+    legacy_by_name: BTreeMap<String, &'r str>,
+    /// TXT names holding at least one heritage value.
+    registry_txt: BTreeMap<&'r str, RegistryTxt<'r>>,
     /// TXT names holding a value that looks encrypted but that our key does not open.
     undecryptable: BTreeSet<String>,
 }
 
-impl OwnershipIndex {
-    pub fn from_records(records: &[Endpoint], registry: &TxtRegistry) -> Self {
+impl<'r> OwnershipIndex<'r> {
+    pub fn from_records(records: &'r [Endpoint], registry: &TxtRegistry) -> Self {
         let mut index = OwnershipIndex {
             registry: registry.clone(),
             by_record: BTreeMap::new(),
             legacy_by_name: BTreeMap::new(),
             registry_txt: BTreeMap::new(),
-            registry_only: BTreeSet::new(),
             undecryptable: BTreeSet::new(),
         };
         for record in records.iter().filter(|r| r.record_type == RecordType::TXT) {
-            let mut parsed: Vec<(String, Labels)> = Vec::new();
+            let mut values: Vec<(&'r str, Labels)> = Vec::new();
             let mut only_ownership = !record.targets.is_empty();
             for value in &record.targets {
                 match registry.parse(value) {
-                    Value::Ownership(labels) => parsed.push((value.clone(), labels)),
+                    Value::Ownership(labels) => values.push((value.as_str(), labels)),
                     Value::Undecryptable => {
                         index.undecryptable.insert(record.dns_name.clone());
                         only_ownership = false;
@@ -399,28 +413,27 @@ impl OwnershipIndex {
                     Value::Other => only_ownership = false,
                 }
             }
-            if only_ownership {
-                index.registry_only.insert(record.dns_name.clone());
-            }
-            let Some((_, labels)) = parsed.first() else {
+            if values.is_empty() {
                 continue;
-            };
-            let owner = |legacy| Owner {
-                owner: labels.owner.clone(),
-                resource: labels.resource.clone(),
-                txt_name: record.dns_name.clone(),
-                legacy,
-            };
-            match registry.covered_by(&record.dns_name) {
+            }
+            let txt_name = record.dns_name.as_str();
+            match registry.covered_by(txt_name) {
                 Covers::Record(name, record_type) => {
-                    index.by_record.insert((name, record_type), owner(false));
+                    index.by_record.insert((name, record_type), txt_name);
                 }
                 Covers::Legacy(name) => {
-                    index.legacy_by_name.insert(name, owner(true));
+                    index.legacy_by_name.insert(name, txt_name);
                 }
                 Covers::OtherType | Covers::Unrelated => {}
             }
-            index.registry_txt.insert(record.dns_name.clone(), parsed);
+            values.shrink_to_fit();
+            index.registry_txt.insert(
+                txt_name,
+                RegistryTxt {
+                    values,
+                    only_ownership,
+                },
+            );
         }
         index
     }
@@ -431,27 +444,45 @@ impl OwnershipIndex {
         &self.undecryptable
     }
 
+    /// The owner named by the first heritage value at `txt_name`.
+    fn owner_at(&self, txt_name: &'r str, legacy: bool) -> Option<Owner<'_>> {
+        let (_, labels) = self.registry_txt.get(txt_name)?.values.first()?;
+        Some(Owner {
+            owner: &labels.owner,
+            resource: labels.resource.as_deref(),
+            txt_name,
+            legacy,
+        })
+    }
+
     /// The owner of the record `name`/`record_type`: the new format first, then the legacy one
     /// (which external-dns never applies to AAAA).
-    pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<&Owner> {
+    pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<Owner<'_>> {
         let name = self.registry.registry_name(name);
         let name = name.as_ref();
-        self.by_record
-            .get(&(name.to_string(), record_type))
-            .or_else(|| {
-                if record_type == RecordType::AAAA {
-                    None
-                } else {
-                    self.legacy_by_name.get(name)
-                }
-            })
+        if let Some(txt_name) = self.by_record.get(&(name.to_string(), record_type)) {
+            return self.owner_at(txt_name, false);
+        }
+        if record_type == RecordType::AAAA {
+            return None;
+        }
+        self.legacy_by_name
+            .get(name)
+            .and_then(|txt_name| self.owner_at(txt_name, true))
+    }
+
+    /// The TXT name as listed and its heritage values, when it holds any.
+    pub fn registry_entry(&self, txt_name: &str) -> Option<(&'r str, &[(&'r str, Labels)])> {
+        self.registry_txt
+            .get_key_value(txt_name)
+            .map(|(name, txt)| (*name, txt.values.as_slice()))
     }
 
     /// Heritage values (raw text, parsed) stored at `txt_name`.
-    pub fn registry_values(&self, txt_name: &str) -> &[(String, Labels)] {
+    pub fn registry_values(&self, txt_name: &str) -> &[(&'r str, Labels)] {
         self.registry_txt
             .get(txt_name)
-            .map(Vec::as_slice)
+            .map(|txt| txt.values.as_slice())
             .unwrap_or(&[])
     }
 
@@ -459,16 +490,21 @@ impl OwnershipIndex {
     /// values, plain or opened with our key: registry bookkeeping,
     /// not a record anyone published for its own sake.
     pub fn is_registry_record(&self, record: &Endpoint) -> bool {
-        record.record_type == RecordType::TXT && self.registry_only.contains(&record.dns_name)
+        record.record_type == RecordType::TXT
+            && self
+                .registry_txt
+                .get(record.dns_name.as_str())
+                .is_some_and(|txt| txt.only_ownership)
     }
 
-    /// New-format ownership records whose owner is `owner_id` (name, type covered, TXT name).
+    /// New-format ownership records whose owner is `owner_id` (name, type covered, owner).
     pub fn owned_new_format<'a>(
         &'a self,
         owner_id: &'a str,
-    ) -> impl Iterator<Item = (&'a (String, RecordType), &'a Owner)> + 'a {
+    ) -> impl Iterator<Item = (&'a (String, RecordType), Owner<'a>)> + 'a {
         self.by_record
             .iter()
+            .filter_map(|(key, txt_name)| Some((key, self.owner_at(txt_name, false)?)))
             .filter(move |(_, owner)| owner.owner == owner_id)
     }
 
@@ -476,7 +512,10 @@ impl OwnershipIndex {
     pub fn owned_legacy_names<'a>(&'a self, owner_id: &'a str) -> BTreeSet<&'a str> {
         self.legacy_by_name
             .iter()
-            .filter(|(_, owner)| owner.owner == owner_id)
+            .filter(|(_, txt_name)| {
+                self.owner_at(txt_name, true)
+                    .is_some_and(|owner| owner.owner == owner_id)
+            })
             .map(|(name, _)| name.as_str())
             .collect()
     }
@@ -806,7 +845,7 @@ mod tests {
         let index = OwnershipIndex::from_records(&records, &registry);
         let owner = index.owner_of("web.example.com", RecordType::A).unwrap();
         assert_eq!(owner.owner, "gw");
-        assert_eq!(owner.resource.as_deref(), Some("httproute/shop/web"));
+        assert_eq!(owner.resource, Some("httproute/shop/web"));
         assert!(index.is_registry_record(&records[0]));
         assert!(index.owner_of("other.example.com", RecordType::A).is_none());
         assert!(!index.is_registry_record(&records[1]));
@@ -829,7 +868,7 @@ mod tests {
         assert_ne!(moved, quoted);
         assert!(matches!(
             registry.parse(&moved),
-            Value::Ownership(Labels { encrypted: true, ref resource, .. })
+            Value::Ownership(Labels { decrypted: Some(_), ref resource, .. })
                 if resource.as_deref() == Some("httproute/shop/new")
         ));
         // With the key but encryption off, values are read and written in the clear.

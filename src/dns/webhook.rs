@@ -13,7 +13,7 @@
 //! external-dns's TXT registry sends them (providers that build zone-file records need the quotes),
 //! and read back with or without quotes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
 use super::http::{self, ExchangeError, HttpClient};
-use super::{Changes, Endpoint, Provider, in_zone};
+use super::{Changes, Endpoint, Provider, Targets, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -406,7 +406,7 @@ fn to_wire(endpoint: &Endpoint) -> WireEndpoint {
 }
 
 fn from_wire(raw: &WireEndpoint, record_type: RecordType) -> Endpoint {
-    let targets: BTreeSet<String> = raw
+    let targets: Targets = raw
         .targets
         .iter()
         .map(|target| match record_type {

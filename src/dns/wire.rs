@@ -1,12 +1,10 @@
 //! Between our string forms and the DNS wire format (hickory-proto): names, record types,
 //! targets, and wire records grouped back into RRsets.
 
-use std::collections::BTreeSet;
-
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 
-use super::Endpoint;
+use super::{Endpoint, Targets};
 use crate::model::RecordType;
 
 /// The wire type of a record type.
@@ -63,17 +61,30 @@ pub struct InvalidTarget {
 
 /// The wire records of an RRset.
 pub(crate) fn wire_records(endpoint: &Endpoint, ttl: u32) -> Result<Vec<Record>, InvalidTarget> {
+    wire_rrset(
+        &endpoint.dns_name,
+        endpoint.record_type,
+        endpoint.targets.iter().map(String::as_str),
+        ttl,
+    )
+}
+
+/// [`wire_records`] of an RRset given by its parts.
+pub(crate) fn wire_rrset<'t>(
+    dns_name: &str,
+    record_type: RecordType,
+    targets: impl Iterator<Item = &'t str>,
+    ttl: u32,
+) -> Result<Vec<Record>, InvalidTarget> {
     let invalid = |target: &str| InvalidTarget {
-        dns_name: endpoint.dns_name.clone(),
-        record_type: endpoint.record_type,
+        dns_name: dns_name.to_owned(),
+        record_type,
         target: target.to_string(),
     };
-    let name = wire_name(&endpoint.dns_name).map_err(|_| invalid(""))?;
-    endpoint
-        .targets
-        .iter()
+    let name = wire_name(dns_name).map_err(|_| invalid(""))?;
+    targets
         .map(|target| {
-            let data = match endpoint.record_type {
+            let data = match record_type {
                 RecordType::A => RData::A(A(target.parse().map_err(|_| invalid(target))?)),
                 RecordType::AAAA => RData::AAAA(AAAA(target.parse().map_err(|_| invalid(target))?)),
                 RecordType::CNAME => {
@@ -132,7 +143,7 @@ pub(crate) fn group_records<'r>(records: impl IntoIterator<Item = &'r Record>) -
             .or_insert_with(|| Endpoint {
                 dns_name,
                 record_type,
-                targets: BTreeSet::new(),
+                targets: Targets::new(),
                 ttl: Some(record.ttl),
                 resource: None,
             });

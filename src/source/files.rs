@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::locations::{DocumentLines, DuplicateKey, Scan, scan};
+use super::locations::{DocumentLines, DuplicateKey, Scan, has_duplicate_key, scan};
 use crate::model::{self, Object, ObjectKey, ObjectKind};
 
 /// Where a document came from: file, 1-based document number, item within a `List`, and the
@@ -169,6 +169,75 @@ pub fn load_paths_with_skipped(paths: &[PathBuf]) -> Result<Report, Error> {
     }
     check_duplicates(&report.objects)?;
     Ok(report)
+}
+
+/// The objects of every path, as [`load_paths`] reads them, for `serve`: each YAML document is
+/// decoded as it is parsed and dropped, and the lines of fields are not kept, so reading costs
+/// one document at a time rather than a whole file's documents and their lines. Anything wrong
+/// is read again the way [`load_paths`] reads it, for the same error.
+pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Object>, Error> {
+    let mut objects = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            objects.extend(
+                load_paths(std::slice::from_ref(path))?
+                    .into_iter()
+                    .map(|l| l.object),
+            );
+            continue;
+        }
+        let files = collect_files(path)?;
+        if files.is_empty() {
+            return Err(Error::Empty(path.display().to_string()));
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
+                path: file.display().to_string(),
+                source,
+            })?;
+            let name = file.display().to_string();
+            let is_json = file.extension().is_some_and(|e| e == "json");
+            let start = objects.len();
+            if is_json || !decode_each_document(&name, &text, &mut objects) {
+                objects.truncate(start);
+                let mut report = Report::default();
+                parse_text_into(&name, &text, is_json, &mut report)?;
+                objects.extend(report.objects.into_iter().map(|l| l.object));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::with_capacity(objects.len());
+    if !objects.iter().all(|object| seen.insert(object.key())) {
+        // Names the places of both definitions.
+        load_paths(paths)?;
+    }
+    Ok(objects)
+}
+
+/// The objects of one YAML text, each document decoded as it is parsed; false when anything is
+/// wrong (a duplicate key, bad YAML, an object that does not decode).
+fn decode_each_document(file: &str, text: &str, out: &mut Vec<Object>) -> bool {
+    if has_duplicate_key(text) {
+        return false;
+    }
+    let no_lines = DocumentLines::default();
+    for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let Ok(value) = Value::deserialize(document) else {
+            return false;
+        };
+        let place = Place {
+            file: file.to_owned(),
+            document: i + 1,
+            item: None,
+            line: None,
+        };
+        let mut report = Report::default();
+        if decode_document(place, value, &no_lines, &mut report).is_err() {
+            return false;
+        }
+        out.extend(report.objects.into_iter().map(|l| l.object));
+    }
+    true
 }
 
 /// Files under a path: the path itself if a file, else every .yaml/.yml/.json below it, sorted.
@@ -443,9 +512,10 @@ fn check_duplicates(loaded: &[Loaded]) -> Result<(), Error> {
 /// A fingerprint of everything under the paths (file names, sizes, modification times), cheap
 /// enough to poll; Secret/ConfigMap volumes swap a `..data` symlink, which changes the targets'
 /// metadata as seen through the plain names.
-fn fingerprint(
-    paths: &[PathBuf],
-) -> Result<Vec<(PathBuf, u64, Option<std::time::SystemTime>)>, Error> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
+
+fn fingerprint(paths: &[PathBuf]) -> Result<Fingerprint, Error> {
     let mut out = Vec::new();
     for path in paths {
         for file in collect_files(path)? {
@@ -456,19 +526,34 @@ fn fingerprint(
             out.push((file, meta.len(), meta.modified().ok()));
         }
     }
-    Ok(out)
+    Ok(Fingerprint(out))
 }
 
-/// Keeps an index equal to the files under `paths`: loads them now, then re-reads whenever they
-/// change (polled every `interval`). A load that fails keeps the last good content and logs why.
-/// `ready` turns true after the first successful load.
+/// Reads the paths into `index` (replacing its content): the fingerprint taken before reading,
+/// for [`watch`], and the number of objects. The documents are dropped as soon as their objects
+/// are decoded; only the objects reach the index.
+pub fn load_into(
+    paths: &[PathBuf],
+    index: &crate::index::Index,
+) -> Result<(Fingerprint, usize), Error> {
+    let print = fingerprint(paths)?;
+    let objects = load_objects(paths)?;
+    let count = objects.len();
+    index.replace_all(objects);
+    Ok((print, count))
+}
+
+/// Keeps an index equal to the files under `paths`: loads them unless `last_seen` says they
+/// were loaded as they are (see [`load_into`]), then re-reads whenever they change (polled every
+/// `interval`). A load that fails keeps the last good content and logs why. `ready` turns true
+/// after the first successful load.
 pub async fn watch(
     paths: Vec<PathBuf>,
     index: crate::index::Index,
     interval: std::time::Duration,
     ready: tokio::sync::watch::Sender<bool>,
+    mut last_seen: Option<Fingerprint>,
 ) {
-    let mut last_seen = None;
     loop {
         let paths_now = paths.clone();
         let scanned = tokio::task::spawn_blocking(move || {
@@ -478,11 +563,9 @@ pub async fn watch(
         .await;
         match scanned {
             Ok(Ok(print)) if last_seen.as_ref() != Some(&print) => {
-                let paths_now = paths.clone();
-                match tokio::task::spawn_blocking(move || load_paths(&paths_now)).await {
-                    Ok(Ok(loaded)) => {
-                        let count = loaded.len();
-                        index.replace_all(loaded.into_iter().map(|l| l.object).collect());
+                let (paths_now, index_now) = (paths.clone(), index.clone());
+                match tokio::task::spawn_blocking(move || load_into(&paths_now, &index_now)).await {
+                    Ok(Ok((_, count))) => {
                         tracing::info!(objects = count, "loaded manifests");
                         last_seen = Some(print);
                         ready.send_replace(true);
@@ -605,6 +688,40 @@ mod tests {
             err.starts_with("t.json:1:") && err.contains("duplicate key \"name\" in `metadata`"),
             "{err}"
         );
+    }
+
+    /// `serve`'s reader gives the objects and the errors `check`'s reader gives.
+    #[test]
+    fn objects_alone_read_as_with_their_places() {
+        let good = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: gateway.networking.k8s.io/v1\n  kind: HTTPRoute\n  metadata: {name: r, namespace: a}\n  spec:\n    hostnames: [a.example.com]\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s}\n";
+        let json =
+            "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"b\"}}";
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("good.yaml"), good).unwrap();
+        std::fs::write(dir.path().join("more.json"), json).unwrap();
+        let paths = [dir.path().to_path_buf()];
+        let with_places: Vec<Object> = load_paths(&paths)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.object)
+            .collect();
+        let alone = load_objects(&paths).unwrap();
+        assert_eq!(alone.len(), 3);
+        assert_eq!(
+            alone.iter().map(Object::key).collect::<Vec<_>>(),
+            with_places.iter().map(Object::key).collect::<Vec<_>>()
+        );
+        for bad in [
+            // a duplicate key, a bad field, bad YAML, an object defined twice
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\nkind: Namespace\n",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: x}\nspec:\n  parentRefs: [{name: 5, port: web}]\n",
+            "a: [unclosed\n",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n",
+        ] {
+            std::fs::write(dir.path().join("bad.yaml"), bad).unwrap();
+            let expected = load_paths(&paths).unwrap_err().to_string();
+            assert_eq!(load_objects(&paths).unwrap_err().to_string(), expected);
+        }
     }
 
     #[test]

@@ -111,6 +111,16 @@ fn join(path: &str, key: &str) -> String {
 /// Scans a YAML stream (JSON is YAML here too). `first_line` is the line the text starts on in
 /// its file, for a slice of a larger file.
 pub fn scan(text: &str, first_line: usize) -> Scan {
+    scan_with(text, first_line, true)
+}
+
+/// Whether a YAML stream writes a key twice in one mapping, without keeping the lines of its
+/// fields (`serve` needs the objects only; [`scan`] keeps them for `check`'s findings).
+pub fn has_duplicate_key(text: &str) -> bool {
+    matches!(scan_with(text, 1, false), Scan::Duplicate(_))
+}
+
+fn scan_with(text: &str, first_line: usize, record_lines: bool) -> Scan {
     let line_of = |span: &Span| span.start.line() + first_line - 1;
     let mut documents: Vec<DocumentLines> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
@@ -187,7 +197,9 @@ pub fn scan(text: &str, first_line: usize) -> Scan {
                         });
                     }
                     keys.insert(key.to_string(), line);
-                    document.lines.insert(join(path, key), line);
+                    if record_lines {
+                        document.lines.insert(join(path, key), line);
+                    }
                     *pending_key = Some(key.to_string());
                     None
                 }
@@ -197,10 +209,12 @@ pub fn scan(text: &str, first_line: usize) -> Scan {
             continue;
         };
         // A value's line is its key's when it has one (already recorded); else its own.
-        document
-            .lines
-            .entry(path.clone())
-            .or_insert_with(|| line_of(&span));
+        if record_lines {
+            document
+                .lines
+                .entry(path.clone())
+                .or_insert_with(|| line_of(&span));
+        }
         match event {
             Event::MappingStart(..) => stack.push(Frame::Mapping {
                 path,

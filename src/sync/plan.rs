@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, Targets, zone_of};
 use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -176,11 +176,19 @@ impl Plan {
     }
 }
 
-/// Ownership TXT values to add and remove at one TXT name.
+/// Ownership TXT values to add and remove at one TXT name: one or two each, so vectors (a
+/// B-tree set's first node alone is some 300 bytes, and a pass keeps one edit per record).
 #[derive(Default)]
 struct TxtEdit {
-    add: BTreeSet<String>,
-    remove: BTreeSet<String>,
+    add: Vec<String>,
+    remove: Vec<String>,
+}
+
+/// Adds `value` to `values` unless it is there.
+fn add_once(values: &mut Vec<String>, value: String) {
+    if !values.contains(&value) {
+        values.push(value);
+    }
 }
 
 /// Compute the changes that bring `current` (a full listing of the zones, ownership TXT
@@ -213,12 +221,20 @@ pub fn plan_with(
         zones,
         ownership,
         txt_edits: BTreeMap::new(),
+        kept: BTreeMap::new(),
         plan: Plan {
             undecryptable,
             ..Plan::default()
         },
     };
-    let wanted = planner.wanted(desired);
+    // Copies only of the records not in canonical form already (nearly none are): the plan
+    // reads the desired records where they are.
+    let canonical_copies: BTreeMap<usize, Endpoint> = desired
+        .iter()
+        .enumerate()
+        .filter_map(|(i, endpoint)| Some((i, normalized(endpoint)?)))
+        .collect();
+    let wanted = planner.wanted(desired, &canonical_copies);
     let unwanted = planner.unwanted(&wanted);
     let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
     let deletes = planner.delete_unwanted(&unwanted);
@@ -238,7 +254,7 @@ struct Current<'a> {
 
 impl<'a> Current<'a> {
     /// The records inside `zones`.
-    fn read(current: &'a [Endpoint], zones: &[String], ownership: &OwnershipIndex) -> Self {
+    fn read(current: &'a [Endpoint], zones: &[String], ownership: &OwnershipIndex<'a>) -> Self {
         let mut by_key = HashMap::with_capacity(current.len());
         let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
         for record in current {
@@ -279,6 +295,9 @@ impl<'a> Current<'a> {
     }
 }
 
+/// The desired records in canonical form, one per (name, type).
+type Wanted<'d> = BTreeMap<(&'d str, RecordType), &'d Endpoint>;
+
 /// What becomes of one wanted record that nothing blocks.
 enum Placement {
     Create,
@@ -294,9 +313,12 @@ struct Planner<'a> {
     registry: &'a TxtRegistry,
     policy: Policy,
     zones: Vec<String>,
-    ownership: OwnershipIndex,
+    ownership: OwnershipIndex<'a>,
     /// Ownership changes by TXT name, turned into RRset changes at the end.
     txt_edits: BTreeMap<String, TxtEdit>,
+    /// Ownership values claimed that are already there with no other value of ours: nothing to
+    /// write, so no edit is made (a resync claims every record again).
+    kept: BTreeMap<&'a str, &'a str>,
     plan: Plan,
 }
 
@@ -311,12 +333,17 @@ impl Planner<'_> {
             .is_some_and(|owner| owner.owner == self.owner_id())
     }
 
-    /// The desired records in canonical form, one per (name, type); the others are blocked.
-    fn wanted(&mut self, desired: &[Endpoint]) -> BTreeMap<(String, RecordType), Endpoint> {
+    /// The desired records in canonical form (`canonical_copies[i]` for `desired[i]` when it
+    /// was not), one per (name, type); the others are blocked.
+    fn wanted<'d>(
+        &mut self,
+        desired: &'d [Endpoint],
+        canonical_copies: &'d BTreeMap<usize, Endpoint>,
+    ) -> Wanted<'d> {
         let mut wanted = BTreeMap::new();
-        for endpoint in desired {
-            let endpoint = normalized(endpoint);
-            let key = (endpoint.dns_name.clone(), endpoint.record_type);
+        for (i, endpoint) in desired.iter().enumerate() {
+            let endpoint = canonical_copies.get(&i).unwrap_or(endpoint);
+            let key = (endpoint.dns_name.as_str(), endpoint.record_type);
             let reason = if zone_of(&endpoint.dns_name, &self.zones).is_none() {
                 Some(BlockReason::OutsideZones)
             } else if wanted.contains_key(&key) {
@@ -325,7 +352,7 @@ impl Planner<'_> {
                 None
             };
             match reason {
-                Some(reason) => self.plan.blocked.push(blocked(&endpoint, reason)),
+                Some(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 None => {
                     wanted.insert(key, endpoint);
                 }
@@ -335,16 +362,13 @@ impl Planner<'_> {
     }
 
     /// Our data records that are no longer wanted (only deleted under the sync policy).
-    fn unwanted(
-        &self,
-        wanted: &BTreeMap<(String, RecordType), Endpoint>,
-    ) -> BTreeSet<(String, RecordType)> {
+    fn unwanted(&self, wanted: &Wanted<'_>) -> BTreeSet<(String, RecordType)> {
         self.current
             .data_types_at
             .iter()
             .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), *t)))
             .filter(|(name, t)| {
-                self.owned_by_us(name, *t) && !wanted.contains_key(&(name.clone(), *t))
+                self.owned_by_us(name, *t) && !wanted.contains_key(&(name.as_str(), *t))
             })
             .collect()
     }
@@ -361,11 +385,12 @@ impl Planner<'_> {
     /// Creates and updates for the wanted records, each claimed in the ownership registry.
     fn place_wanted(
         &mut self,
-        wanted: &BTreeMap<(String, RecordType), Endpoint>,
+        wanted: &Wanted<'_>,
         unwanted: &BTreeSet<(String, RecordType)>,
     ) -> (Vec<Endpoint>, Vec<Endpoint>) {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
-        for ((name, record_type), endpoint) in wanted {
+        for (&(name, record_type), &endpoint) in wanted {
+            let record_type = &record_type;
             let txt_name = self.registry.txt_name(name, *record_type);
             let value = self.registry.value_for(
                 endpoint.resource.as_deref(),
@@ -440,14 +465,14 @@ impl Planner<'_> {
                     })
                 }
                 Some(owner) => Err(BlockReason::OwnedByOther {
-                    owner: owner.owner.clone(),
+                    owner: owner.owner.to_owned(),
                 }),
                 None => Err(BlockReason::ForeignRecord),
             };
         }
         if let Some(owner) = owner.filter(|owner| owner.owner != self.owner_id()) {
             return Err(BlockReason::OwnedByOther {
-                owner: owner.owner.clone(),
+                owner: owner.owner.to_owned(),
             });
         }
         let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
@@ -475,23 +500,43 @@ impl Planner<'_> {
     /// Our ownership `value` at `txt_name`, replacing other values of ours there.
     fn claim(&mut self, txt_name: String, value: String) {
         let owner_id = self.registry.owner_id.as_str();
+        if !self.txt_edits.contains_key(&txt_name)
+            && !self.kept.contains_key(txt_name.as_str())
+            && let Some((listed_name, present)) = self.ownership.registry_entry(&txt_name)
+            && !present
+                .iter()
+                .any(|(raw, labels)| labels.owner == owner_id && *raw != value)
+            && let Some((raw, _)) = present.iter().find(|(raw, _)| *raw == value)
+        {
+            // Already there, and no other value of ours: nothing to change (the usual resync).
+            self.kept.insert(listed_name, *raw);
+            return;
+        }
+        let kept = self.kept.remove(txt_name.as_str());
         let present = self.ownership.registry_values(&txt_name);
         let edit = self.txt_edits.entry(txt_name).or_default();
         for (raw, labels) in present {
             if labels.owner == owner_id && *raw != value {
-                edit.remove.insert(raw.clone());
+                add_once(&mut edit.remove, (*raw).to_owned());
             }
         }
-        edit.add.insert(value);
+        add_once(&mut edit.add, value);
+        if let Some(kept) = kept {
+            add_once(&mut edit.add, kept.to_owned());
+        }
     }
 
     /// Removes every ownership value of ours at `txt_name`.
     fn release(&mut self, txt_name: &str) {
+        // A value claimed and kept stays: releasing ours there and adding it back is no change.
+        if self.kept.contains_key(txt_name) {
+            return;
+        }
         let owner_id = self.registry.owner_id.as_str();
         let edit = self.txt_edits.entry(txt_name.to_string()).or_default();
         for (raw, labels) in self.ownership.registry_values(txt_name) {
             if labels.owner == owner_id {
-                edit.remove.insert(raw.clone());
+                add_once(&mut edit.remove, (*raw).to_owned());
             }
         }
     }
@@ -517,11 +562,11 @@ impl Planner<'_> {
     /// publish anything at, and new-format ones whose record is gone and not wanted.
     fn release_orphaned_ownership(
         &mut self,
-        wanted: &BTreeMap<(String, RecordType), Endpoint>,
+        wanted: &Wanted<'_>,
         unwanted: &BTreeSet<(String, RecordType)>,
     ) {
         let owner_id = self.owner_id();
-        let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| name.as_str()).collect();
+        let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| *name).collect();
         let mut orphans: Vec<String> = Vec::new();
         for name in self.ownership.owned_legacy_names(owner_id) {
             if !wanted_names.contains(name) && zone_of(name, &self.zones).is_some() {
@@ -541,11 +586,11 @@ impl Planner<'_> {
                 .record_names(registry_name)
                 .iter()
                 .any(|name| {
-                    wanted.contains_key(&(name.clone(), *record_type))
+                    wanted.contains_key(&(name.as_str(), *record_type))
                         || self.current.data_record(name, *record_type).is_some()
                 });
-            if !in_use && zone_of(&owner.txt_name, &self.zones).is_some() {
-                orphans.push(owner.txt_name.clone());
+            if !in_use && zone_of(owner.txt_name, &self.zones).is_some() {
+                orphans.push(owner.txt_name.to_owned());
             }
         }
         for txt_name in orphans {
@@ -578,9 +623,10 @@ impl Planner<'_> {
         let (mut creates, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
         for (txt_name, edit) in std::mem::take(&mut self.txt_edits) {
             let existing = self.current.record(&txt_name, RecordType::TXT);
-            let before: BTreeSet<String> = existing.map(|r| r.targets.clone()).unwrap_or_default();
-            let after: BTreeSet<String> = before
-                .difference(&edit.remove)
+            let before: Targets = existing.map(|r| r.targets.clone()).unwrap_or_default();
+            let after: Targets = before
+                .iter()
+                .filter(|value| !edit.remove.contains(*value))
                 .cloned()
                 .chain(edit.add)
                 .collect();
@@ -635,28 +681,39 @@ fn blocked(endpoint: &Endpoint, reason: BlockReason) -> Blocked {
     }
 }
 
-/// Canonical form so that equal records compare equal: lower-case names, canonical addresses.
-/// The TTL stays unset when no annotation sets it: see [`differs`].
-fn normalized(endpoint: &Endpoint) -> Endpoint {
+/// Canonical form so that equal records compare equal: lower-case names, canonical addresses;
+/// `None` when the record is in that form already. The TTL stays unset when no annotation sets
+/// it: see [`differs`].
+fn normalized(endpoint: &Endpoint) -> Option<Endpoint> {
+    let canonical_target = |target: &String| -> Option<String> {
+        let normal = match endpoint.record_type {
+            RecordType::A | RecordType::AAAA => target.parse::<IpAddr>().ok()?.to_string(),
+            RecordType::CNAME => canonical(target).into_owned(),
+            RecordType::TXT => return None,
+        };
+        (normal != *target).then_some(normal)
+    };
+    let name = canonical(&endpoint.dns_name);
+    if *name == *endpoint.dns_name
+        && endpoint
+            .targets
+            .iter()
+            .all(|t| canonical_target(t).is_none())
+    {
+        return None;
+    }
     let targets = endpoint
         .targets
         .iter()
-        .map(|target| match endpoint.record_type {
-            RecordType::A | RecordType::AAAA => target
-                .parse::<IpAddr>()
-                .map(|ip| ip.to_string())
-                .unwrap_or_else(|_| target.clone()),
-            RecordType::CNAME => canonical(target).into_owned(),
-            RecordType::TXT => target.clone(),
-        })
+        .map(|target| canonical_target(target).unwrap_or_else(|| target.clone()))
         .collect();
-    Endpoint {
-        dns_name: canonical(&endpoint.dns_name).into_owned(),
+    Some(Endpoint {
+        dns_name: name.into_owned(),
         record_type: endpoint.record_type,
         targets,
         ttl: endpoint.ttl,
         resource: endpoint.resource.clone(),
-    }
+    })
 }
 
 /// Whether an owned record must be rewritten. Its TTL counts only when the desired record sets
