@@ -148,11 +148,15 @@ fn read_raw<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<raw::Ob
 impl raw::Object {
     /// The projection for the object's own `apiVersion` and `kind` (None: a kind we do not read).
     fn project(self) -> Result<Option<Object>, DecodeError> {
-        let (Some(api_version), Some(kind)) = (self.api_version.as_deref(), self.kind.as_deref())
-        else {
+        let (Some(api_version), Some(kind)) = (&self.api_version, &self.kind) else {
             return Err(DecodeError::MissingType);
         };
-        match ObjectKind::from_type(api_version, kind) {
+        let read_kind = match (api_version.as_str(), kind.as_str()) {
+            (Some(api_version), Some(kind)) => ObjectKind::from_type(api_version, kind),
+            // Longer than any type name gateway-dns reads.
+            _ => None,
+        };
+        match read_kind {
             None => Ok(None),
             Some(kind) => self.into_object(kind).map(Some),
         }
@@ -189,9 +193,46 @@ pub fn format_rfc3339(seconds: i64) -> Option<String> {
 
 /// Unix seconds of an RFC 3339 timestamp (`2024-05-01T10:00:00Z`, optional fraction and offset).
 fn parse_rfc3339(text: &str) -> Option<i64> {
+    if let Some(seconds) = parse_kubernetes_timestamp(text) {
+        return Some(seconds);
+    }
     OffsetDateTime::parse(text, &Rfc3339)
         .ok()
         .map(OffsetDateTime::unix_timestamp)
+}
+
+/// The one form Kubernetes writes, `YYYY-MM-DDTHH:MM:SSZ`, read by position (every object under
+/// review has one; the general parser costs several times this). None for any other text,
+/// which the general parser then reads; the date and time checks are `time`'s own.
+fn parse_kubernetes_timestamp(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let separators = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'Z'),
+    ];
+    if bytes.len() != 20 || separators.iter().any(|(at, byte)| bytes[*at] != *byte) {
+        return None;
+    }
+    let number = |from: usize, to: usize| -> Option<u16> {
+        bytes[from..to].iter().try_fold(0u16, |value, digit| {
+            digit
+                .is_ascii_digit()
+                .then(|| value * 10 + u16::from(digit - b'0'))
+        })
+    };
+    let two = |from: usize| number(from, from + 2).and_then(|value| u8::try_from(value).ok());
+    let month = time::Month::try_from(two(5)?).ok()?;
+    let date = time::Date::from_calendar_date(i32::from(number(0, 4)?), month, two(8)?).ok()?;
+    let clock = time::Time::from_hms(two(11)?, two(14)?, two(17)?).ok()?;
+    Some(
+        time::PrimitiveDateTime::new(date, clock)
+            .assume_utc()
+            .unix_timestamp(),
+    )
 }
 
 /// Serde shapes of the raw objects: only the fields we read, tolerant of everything else.
@@ -205,8 +246,8 @@ mod raw {
     #[derive(Deserialize, Clone, Debug)]
     pub struct Object {
         #[serde(rename = "apiVersion")]
-        pub api_version: Option<String>,
-        pub kind: Option<String>,
+        pub api_version: Option<TypeName>,
+        pub kind: Option<TypeName>,
         #[serde(default)]
         pub metadata: Metadata,
         #[serde(default)]
@@ -221,10 +262,10 @@ mod raw {
         pub name: Option<String>,
         pub namespace: Option<String>,
         #[serde(default, deserialize_with = "nullable")]
-        pub labels: BTreeMap<String, String>,
+        pub labels: StringPairs,
         #[serde(default, deserialize_with = "nullable")]
-        pub annotations: BTreeMap<String, String>,
-        pub creation_timestamp: Option<String>,
+        pub annotations: StringPairs,
+        pub creation_timestamp: Option<Timestamp>,
         pub generation: Option<i64>,
     }
 
@@ -242,27 +283,174 @@ mod raw {
             } else {
                 String::new()
             };
-            let created = match self.creation_timestamp.as_deref() {
-                None | Some("") => None,
-                Some(text) => Some(parse_rfc3339(text).ok_or_else(|| {
-                    DecodeError::field(
+            let created = match self.creation_timestamp {
+                None | Some(Timestamp::Empty) => None,
+                Some(Timestamp::Seconds(seconds)) => Some(seconds),
+                Some(Timestamp::Unreadable(text)) => {
+                    return Err(DecodeError::field(
                         "metadata.creationTimestamp",
                         format!("{text:?} is not an RFC 3339 timestamp"),
-                    )
-                })?),
+                    ));
+                }
             };
-            let annotations = self
-                .annotations
-                .into_iter()
-                .filter(|(k, _)| k != LAST_APPLIED);
             Ok(Meta {
                 namespace: namespace.into(),
                 name: name.into(),
-                labels: StringMap::from_pairs(self.labels),
-                annotations: StringMap::from_pairs(annotations),
+                labels: StringMap::from_boxed_pairs(self.labels.0),
+                annotations: StringMap::from_boxed_pairs(self.annotations.0),
                 created,
                 generation: self.generation,
             })
+        }
+    }
+
+    /// An `apiVersion` or `kind`, kept inline: it is only compared, never stored.
+    #[derive(Clone, Debug)]
+    pub struct TypeName {
+        len: u8,
+        bytes: [u8; TypeName::CAPACITY],
+    }
+
+    impl TypeName {
+        /// Longer than every type name gateway-dns reads (`gateway.networking.k8s.io/v1alpha3`).
+        const CAPACITY: usize = 48;
+
+        /// The text; None when longer than [`Self::CAPACITY`], so not a type gateway-dns reads.
+        pub fn as_str(&self) -> Option<&str> {
+            let len = usize::from(self.len);
+            if len > Self::CAPACITY {
+                return None;
+            }
+            std::str::from_utf8(&self.bytes[..len]).ok()
+        }
+    }
+
+    impl<'de> Deserialize<'de> for TypeName {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = TypeName;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<TypeName, E> {
+                    let mut name = TypeName {
+                        len: u8::MAX,
+                        bytes: [0; TypeName::CAPACITY],
+                    };
+                    if let Some(bytes) = name.bytes.get_mut(..text.len()) {
+                        bytes.copy_from_slice(text.as_bytes());
+                        name.len = text.len() as u8;
+                    }
+                    Ok(name)
+                }
+            }
+            deserializer.deserialize_string(Visitor)
+        }
+    }
+
+    /// `metadata.creationTimestamp`, read as it is parsed: no copy of the text unless it is
+    /// unreadable (then kept for the error message).
+    #[derive(Clone, Debug)]
+    pub enum Timestamp {
+        Empty,
+        Seconds(i64),
+        Unreadable(String),
+    }
+
+    impl<'de> Deserialize<'de> for Timestamp {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = Timestamp;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
+                    Ok(if text.is_empty() {
+                        Timestamp::Empty
+                    } else {
+                        match parse_rfc3339(text) {
+                            Some(seconds) => Timestamp::Seconds(seconds),
+                            None => Timestamp::Unreadable(text.to_owned()),
+                        }
+                    })
+                }
+            }
+            deserializer.deserialize_string(Visitor)
+        }
+    }
+
+    /// Labels or annotations read straight into the pairs a [`StringMap`] keeps, with no map in
+    /// between; the `last-applied-configuration` annotation (a copy of the whole object) is
+    /// checked to be a string and passed over without being copied.
+    #[derive(Clone, Debug, Default)]
+    pub struct StringPairs(pub Vec<(Box<str>, Box<str>)>);
+
+    impl<'de> Deserialize<'de> for StringPairs {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            use serde::de::{DeserializeSeed, MapAccess};
+
+            /// A key, or None for the one that is passed over.
+            struct Key;
+            impl<'de> DeserializeSeed<'de> for Key {
+                type Value = Option<Box<str>>;
+                fn deserialize<D: serde::Deserializer<'de>>(
+                    self,
+                    deserializer: D,
+                ) -> Result<Self::Value, D::Error> {
+                    deserializer.deserialize_string(self)
+                }
+            }
+            impl serde::de::Visitor<'_> for Key {
+                type Value = Option<Box<str>>;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                    Ok((text != LAST_APPLIED).then(|| text.into()))
+                }
+            }
+
+            /// A string value that is checked, not kept.
+            struct Unkept;
+            impl<'de> Deserialize<'de> for Unkept {
+                fn deserialize<D: serde::Deserializer<'de>>(
+                    deserializer: D,
+                ) -> Result<Self, D::Error> {
+                    deserializer.deserialize_string(Unkept)
+                }
+            }
+            impl serde::de::Visitor<'_> for Unkept {
+                type Value = Unkept;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Unkept, E> {
+                    Ok(Unkept)
+                }
+            }
+
+            struct Visitor;
+            impl<'de> serde::de::Visitor<'de> for Visitor {
+                type Value = StringPairs;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a map")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringPairs, A::Error> {
+                    let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+                    while let Some(key) = map.next_key_seed(Key)? {
+                        match key {
+                            Some(key) => pairs.push((key, map.next_value::<Box<str>>()?)),
+                            None => {
+                                map.next_value::<Unkept>()?;
+                            }
+                        }
+                    }
+                    Ok(StringPairs(pairs))
+                }
+            }
+            deserializer.deserialize_map(Visitor)
         }
     }
 
@@ -285,7 +473,7 @@ mod raw {
         #[serde(default, deserialize_with = "nullable")]
         pub parent_refs: Vec<RawParentRef>,
         #[serde(default, deserialize_with = "nullable")]
-        pub hostnames: Vec<String>,
+        pub hostnames: Vec<Box<str>>,
     }
 
     #[derive(Deserialize, Default, Clone, Debug)]
@@ -357,8 +545,8 @@ mod raw {
     #[derive(Deserialize, Clone, Debug)]
     #[serde(rename_all = "camelCase")]
     pub struct RawParentRef {
-        pub group: Option<String>,
-        pub kind: Option<String>,
+        pub group: Option<SharedName>,
+        pub kind: Option<SharedName>,
         pub namespace: Option<String>,
         pub name: String,
         pub section_name: Option<String>,
@@ -587,16 +775,42 @@ mod raw {
     }
 
     /// One allocation each for the group and kinds nearly every parentRef names.
-    fn shared(text: Option<String>, default: &'static str) -> Arc<str> {
+    fn shared_text(text: &str) -> Arc<str> {
         thread_local! {
             static COMMON: [Arc<str>; 3] =
                 [GATEWAY_GROUP.into(), "Gateway".into(), "ListenerSet".into()];
         }
-        let text = text.filter(|t| !t.is_empty());
-        let wanted = text.as_deref().unwrap_or(default);
         COMMON
-            .with(|common| common.iter().find(|c| &***c == wanted).cloned())
-            .unwrap_or_else(|| wanted.into())
+            .with(|common| common.iter().find(|c| &***c == text).cloned())
+            .unwrap_or_else(|| text.into())
+    }
+
+    /// A parentRef's group or kind, `default` when absent or empty.
+    fn shared(name: Option<SharedName>, default: &'static str) -> Arc<str> {
+        match name {
+            Some(SharedName(text)) if !text.is_empty() => text,
+            _ => shared_text(default),
+        }
+    }
+
+    /// A parentRef's group or kind, read straight into the shared text (see [`shared_text`]).
+    #[derive(Clone, Debug)]
+    pub struct SharedName(Arc<str>);
+
+    impl<'de> Deserialize<'de> for SharedName {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = SharedName;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedName, E> {
+                    Ok(SharedName(shared_text(text)))
+                }
+            }
+            deserializer.deserialize_string(Visitor)
+        }
     }
 
     fn parent_ref(raw: RawParentRef, route_namespace: &str) -> ParentRef {
@@ -621,7 +835,7 @@ mod raw {
         status: Status,
     ) -> Result<Route, DecodeError> {
         let hostnames = if kind.has_hostnames() {
-            spec.hostnames.into_iter().map(Into::into).collect()
+            spec.hostnames.into_boxed_slice()
         } else {
             Box::default()
         };
@@ -776,6 +990,103 @@ mod tests {
             ObjectKind::from_type("gateway.networking.k8s.io/v1alpha2", "TCPRoute"),
             Some(ObjectKind::TCPRoute)
         );
+    }
+
+    #[test]
+    fn the_kubernetes_form_reads_as_the_general_parser_reads_it() {
+        let general = |text: &str| {
+            OffsetDateTime::parse(text, &Rfc3339)
+                .ok()
+                .map(OffsetDateTime::unix_timestamp)
+        };
+        let mut read_by_position = 0;
+        for year in [0, 1, 1969, 1970, 1999, 2000, 2024, 2100, 9999] {
+            for month in 0..=13 {
+                for day in [0, 1, 28, 29, 30, 31, 32] {
+                    for (hour, minute, second) in
+                        [(0, 0, 0), (23, 59, 59), (24, 0, 0), (12, 60, 7), (1, 2, 60)]
+                    {
+                        let text = format!(
+                            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"
+                        );
+                        let fast = parse_kubernetes_timestamp(&text);
+                        if fast.is_some() {
+                            read_by_position += 1;
+                            assert_eq!(fast, general(&text), "{text}");
+                        }
+                        assert_eq!(parse_rfc3339(&text), general(&text), "{text}");
+                    }
+                }
+            }
+        }
+        assert!(read_by_position > 500, "{read_by_position}");
+        for other in [
+            "2024-05-01t10:00:00Z",
+            "2024-05-01T10:00:00+00:00",
+            "2024-05-01T10:00:00.5Z",
+            "2024-5-01T10:00:00Z",
+            "+024-05-01T10:00:00Z",
+            "2024-05-01T10:00:0xZ",
+        ] {
+            assert_eq!(parse_kubernetes_timestamp(other), None, "{other}");
+            assert_eq!(parse_rfc3339(other), general(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn labels_and_annotations_read_as_before() {
+        let value = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "n", "labels": {"b": "2", "a": "1", "b": "3"},
+                          "annotations": {LAST_APPLIED: "{\"x\": 1}", "z": "", "c\u{e9}": "d"}}
+        });
+        let text = value.to_string();
+        let Some(Object::Namespace(namespace)) = decode_json(&text).unwrap() else {
+            panic!("not a namespace")
+        };
+        assert_eq!(
+            namespace.meta.labels.iter().collect::<Vec<_>>(),
+            [("a", "1"), ("b", "3")]
+        );
+        assert_eq!(
+            namespace.meta.annotations.iter().collect::<Vec<_>>(),
+            [("cé", "d"), ("z", "")]
+        );
+        // The passed-over annotation must still be a string, and every value too.
+        for (broken, path) in [
+            (
+                r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": 1}}}"#,
+                "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration",
+            ),
+            (
+                r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "labels": {"a": ["b"]}}}"#,
+                "metadata.labels.a",
+            ),
+            (
+                r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "labels": 3}}"#,
+                "metadata.labels",
+            ),
+        ] {
+            let error = decode_json(broken).unwrap_err().to_string();
+            let value_error = decode_value(&serde_json::from_str(broken).unwrap())
+                .unwrap_err()
+                .to_string();
+            // The text decoder adds the line and column; the rest is the same.
+            assert!(error.starts_with(&value_error), "{error} / {value_error}");
+            assert!(error.starts_with(&format!("{path}:")), "{error}");
+        }
+    }
+
+    #[test]
+    fn type_names_longer_than_any_we_read_are_foreign() {
+        let long = "x".repeat(200);
+        let text = format!(
+            r#"{{"apiVersion": "{long}", "kind": "HTTPRoute", "metadata": {{"name": "a"}}}}"#
+        );
+        assert_eq!(decode_json(&text).unwrap(), None);
+        let text =
+            format!(r#"{{"apiVersion": "v1", "kind": "{long}", "metadata": {{"name": "a"}}}}"#);
+        assert_eq!(decode_json(&text).unwrap(), None);
     }
 
     #[test]

@@ -175,10 +175,16 @@ pub struct StringMap(Box<[(Box<str>, Box<str>)]>);
 
 impl StringMap {
     pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> StringMap {
-        let mut entries: Vec<(Box<str>, Box<str>)> = pairs
-            .into_iter()
-            .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-            .collect();
+        StringMap::from_boxed_pairs(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+        )
+    }
+
+    /// [`Self::from_pairs`] over pairs already boxed (as the decoder reads them).
+    pub fn from_boxed_pairs(mut entries: Vec<(Box<str>, Box<str>)>) -> StringMap {
         // Stable, so a repeated key keeps its last value, as a JSON object reader would: of a
         // run of equal keys, the kept (earlier) entry takes each later one's value.
         entries.sort_by(|a, b| a.0.cmp(&b.0));

@@ -400,7 +400,11 @@ impl AdmissionHandler for EngineHandler {
         }
         let small = |object: Option<&ReviewObject>| match object {
             None | Some(Ok(None)) => true,
-            Some(Ok(Some(Object::Route(route)))) => is_small_route(&self.index.config(), route),
+            // Read in place: taking the snapshot (a shared count) would move a cache line
+            // between cores on every review.
+            Some(Ok(Some(Object::Route(route)))) => self
+                .index
+                .read(|snapshot| is_small_route(snapshot.config(), route)),
             Some(Ok(Some(_))) | Some(Err(_)) => false,
         };
         ObjectKind::from_kind_name(&request.kind.kind).is_some_and(|k| k.is_route())

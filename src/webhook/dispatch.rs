@@ -30,10 +30,12 @@ pub(super) async fn decide(
     let deadline = effective_deadline(state.options.admission_deadline, uri);
     // A quick decision still takes a slot: the slot limit holds for every review. With no
     // slot free it waits like any other, until its deadline.
+    // Borrowed, not owned: an owned permit clones the semaphore's Arc, one more count shared
+    // between cores on every review.
     let slot = state
         .handler
         .is_quick(&review)
-        .then(|| state.evaluation_slots.clone().try_acquire_owned().ok())
+        .then(|| state.evaluation_slots.try_acquire().ok())
         .flatten();
     if let Some(_slot) = slot {
         let verdict = decide_inline(state, &review);

@@ -76,6 +76,14 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
 /// [`review_response`], written by hand. It goes out with every answer, and the fixed parts
 /// need no escaping, which a serializer would check byte by byte each time.
 pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_review_response_into(&mut out, uid, verdict);
+    out
+}
+
+/// [`encode_review_response`] appended to `out`, so that a caller can write every answer into
+/// one buffer it keeps (the server keeps one per thread) instead of a new one each time.
+pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, verdict: &Verdict) {
     let warnings = limited_warnings(&verdict.warnings);
     // Sized up front from the texts, which dominate the answer (a denial's causes repeat its
     // message): growing the buffer step by step cost more than writing it.
@@ -84,13 +92,13 @@ pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
             .denial
             .as_ref()
             .map_or(0, |denial| 2 * denial.message.len());
-    let mut out = Vec::with_capacity(256 + uid.len() + texts + texts / 4);
+    out.reserve(256 + uid.len() + texts + texts / 4);
     out.extend_from_slice(b"{\"apiVersion\":");
-    push_json_str(&mut out, API_VERSION);
+    push_json_str(out, API_VERSION);
     out.extend_from_slice(b",\"kind\":");
-    push_json_str(&mut out, KIND);
+    push_json_str(out, KIND);
     out.extend_from_slice(b",\"response\":{\"uid\":");
-    push_json_str(&mut out, uid);
+    push_json_str(out, uid);
     out.extend_from_slice(if verdict.allowed {
         b",\"allowed\":true,\"warnings\":["
     } else {
@@ -100,13 +108,13 @@ pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
-        push_json_str(&mut out, warning);
+        push_json_str(out, warning);
     }
     out.push(b']');
     if !verdict.allowed {
         let (message, causes) = denial_parts(verdict);
         out.extend_from_slice(b",\"status\":{\"metadata\":{},\"status\":\"Failure\",\"message\":");
-        push_json_str(&mut out, message);
+        push_json_str(out, message);
         out.extend_from_slice(b",\"reason\":\"Forbidden\",\"code\":403,\"details\":{\"causes\":[");
         for (i, cause) in causes.iter().enumerate() {
             out.extend_from_slice(if i > 0 {
@@ -114,17 +122,16 @@ pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
             } else {
                 b"{\"reason\":"
             });
-            push_json_str(&mut out, &cause.reason);
+            push_json_str(out, &cause.reason);
             out.extend_from_slice(b",\"field\":");
-            push_json_str(&mut out, &cause.field);
+            push_json_str(out, &cause.field);
             out.extend_from_slice(b",\"message\":");
-            push_json_str(&mut out, &cause.message);
+            push_json_str(out, &cause.message);
             out.push(b'}');
         }
         out.extend_from_slice(b"]}}");
     }
     out.extend_from_slice(b"}}");
-    out
 }
 
 /// `status.message` and `status.details.causes` of a refusal (a generic message without a

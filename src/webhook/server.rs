@@ -405,16 +405,39 @@ async fn answer_review(
         elapsed = ?arrived.elapsed(),
         "answered admission review"
     );
-    let answer = encode::encode_review_response(&uid, &verdict);
-    (
-        (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            answer,
-        )
-            .into_response(),
-        outcome,
-    )
+    (json_body_response(encoded_answer(&uid, &verdict)), outcome)
+}
+
+/// The answer's JSON, written into a buffer kept per thread and copied out at its exact size:
+/// one allocation per answer, none for growing the buffer or for the body's bookkeeping.
+fn encoded_answer(uid: &str, verdict: &review::Verdict) -> Bytes {
+    /// A buffer grown past this by a rare large answer is given back rather than kept.
+    const KEPT_CAPACITY: usize = 64 * 1024;
+    thread_local! {
+        static ANSWER_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    ANSWER_BUFFER.with(|buffer| {
+        let Ok(mut buffer) = buffer.try_borrow_mut() else {
+            return Bytes::from(encode::encode_review_response(uid, verdict));
+        };
+        buffer.clear();
+        encode::encode_review_response_into(&mut buffer, uid, verdict);
+        let answer = Bytes::copy_from_slice(&buffer);
+        if buffer.capacity() > KEPT_CAPACITY {
+            *buffer = Vec::new();
+        }
+        answer
+    })
+}
+
+/// A 200 answer with a JSON body; the header value is static, not parsed and copied per answer.
+fn json_body_response(body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// An HTTP error answer with a JSON body `{"error": "..."}`.
@@ -491,7 +514,7 @@ async fn baseline_allow(State(state): State<WebhookState>, request: Request) -> 
     if let Err(rejection) = read_limited_body(&state.options, &parts.headers, body).await {
         return rejection.into_response();
     }
-    ([(header::CONTENT_TYPE, "application/json")], FIXED).into_response()
+    json_body_response(FIXED)
 }
 
 async fn healthz() -> Response {
