@@ -218,6 +218,8 @@ fn ask(server: SocketAddr, name: &str, qtype: &str) -> (ResponseCode, Vec<String
         .set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
     let mut query = Message::query();
+    // As dnsperf sends them: BIND then leaves its NS out of the authority section.
+    query.metadata.recursion_desired = true;
     let qtype = WireType::from_str(qtype).expect("a record type");
     query.add_query(Query::query(wire_name(name), qtype));
     let bytes = query.to_vec().expect("encode");
