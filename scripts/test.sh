@@ -13,7 +13,7 @@ sudo_cmd=""
 
 # prometheus: its promtool checks the alerting rules and the exported metrics (the server never starts).
 # bash, zsh and fish load the completion scripts; groff renders the man pages.
-packages=(bind9 bind9-dnsutils bind9-utils pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl prometheus bash zsh fish groff-base)
+packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl prometheus bash zsh fish groff-base)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

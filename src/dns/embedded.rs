@@ -6,6 +6,13 @@
 //! (closest encloser; an existing name, even an empty non-terminal, is never wildcard-matched),
 //! REFUSED for names outside the zones.
 //!
+//! Why a loop of our own over hickory-proto rather than hickory-server's authority: serving
+//! the same zone of 10 000 A records, 500 CNAMEs and a wildcard over loopback UDP under
+//! dnsperf (`cargo bench --bench dns_serve`; figures and machine in docs/benchmarks.md),
+//! hickory-server 0.26's in-memory authority answered 3 821 queries/s at 178 µs of CPU per
+//! query, this server 75 418 queries/s at 10.7 µs, and BIND 9 72 648 queries/s at 7.0 µs
+//! (medians of 3 rounds, 2 threads each, 2 shared cores).
+//!
 //! The SOA serial: the same on every replica for the same content, never backwards across a
 //! restart, without shared state. It is made of Unix time in one-minute windows: a server
 //! starts at the start of the *next* window; a change that alters the zone (a no-op change does
