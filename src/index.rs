@@ -111,6 +111,12 @@ fn with_ns_name<R>(namespace: &str, name: &str, lookup: impl FnOnce(&str) -> R) 
     }
 }
 
+/// The (namespace, name) an object is listed under.
+fn name_of(object: &Object) -> (&str, &str) {
+    let meta = object.meta();
+    (&meta.namespace, &meta.name)
+}
+
 fn ns_name(namespace: &str, name: &str) -> Box<str> {
     format!("{namespace}/{name}").into()
 }
@@ -313,43 +319,92 @@ impl Snapshot {
         }
     }
 
-    /// Replaces every object of `kind` with `objects` (a relist), then re-evaluates.
-    pub fn reset(&mut self, kind: ObjectKind, objects: Vec<Object>) {
-        let existing: Vec<ObjectKey> = match kind {
+    /// Replaces every object of `kind` with `objects` (a relist), then re-evaluates. Of
+    /// duplicates (a list delivered again after a cut) the last one wins. Nothing is copied for
+    /// the comparison: `objects` is sorted by name and each stored object is looked up in it.
+    pub fn reset(&mut self, kind: ObjectKind, mut objects: Vec<Object>) {
+        objects.retain(|o| o.kind() == kind);
+        // A stable sort of the reversed list keeps the latest of equal names first, which
+        // `dedup_by` keeps.
+        objects.reverse();
+        objects.sort_by(|a, b| name_of(a).cmp(&name_of(b)));
+        objects.dedup_by(|later, kept| name_of(later) == name_of(kept));
+        let listed = |namespace: &str, name: &str| {
+            objects
+                .binary_search_by(|o| name_of(o).cmp(&(namespace, name)))
+                .is_ok()
+        };
+        let gone: Vec<ObjectKey> = match kind {
             ObjectKind::Namespace => self
                 .namespaces
                 .values()
+                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
                 .map(|o| ObjectKey::new(kind, "", &o.meta.name))
                 .collect(),
             ObjectKind::Gateway => self
                 .gateways()
+                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
                 .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
                 .collect(),
             ObjectKind::ListenerSet => self
                 .listener_sets
                 .values()
+                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
                 .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
                 .collect(),
             _ => self
                 .routes
                 .keys()
-                .filter(|k| k.kind == kind)
+                .filter(|k| k.kind == kind && !listed(&k.namespace, &k.name))
                 .map(|k| (**k).clone())
                 .collect(),
         };
-        let incoming: std::collections::HashSet<ObjectKey> =
-            objects.iter().map(Object::key).collect();
-        for key in existing.iter().filter(|k| !incoming.contains(*k)) {
+        for key in &gone {
             self.delete(key);
         }
         // A relist mostly repeats what is stored: only changed objects cost a re-evaluation.
-        for object in objects.into_iter().filter(|o| o.kind() == kind) {
+        for object in objects {
             let object = match object {
                 Object::Route(route) => Object::Route(self.cfg.trim_route(route)),
                 other => other,
             };
             if !self.holds_same(&object) {
                 self.apply(object);
+            }
+        }
+    }
+
+    /// `object` as this snapshot would store it (a route trimmed), sharing the stored
+    /// projection when it is the same: a relist then buffers pointers to what did not change,
+    /// not a second copy of it.
+    pub fn share_stored(&self, object: Object) -> Object {
+        match object {
+            Object::Namespace(ns) => match self.namespaces.get(&*ns.meta.name) {
+                Some(stored) if *stored == ns => Object::Namespace(stored.clone()),
+                _ => Object::Namespace(ns),
+            },
+            Object::Gateway(gw) => {
+                match with_ns_name(&gw.meta.namespace, &gw.meta.name, |key| {
+                    self.gateways.get(key)
+                }) {
+                    Some(entry) if entry.gateway == gw => Object::Gateway(entry.gateway.clone()),
+                    _ => Object::Gateway(gw),
+                }
+            }
+            Object::ListenerSet(ls) => {
+                match with_ns_name(&ls.meta.namespace, &ls.meta.name, |key| {
+                    self.listener_sets.get(key)
+                }) {
+                    Some(stored) if *stored == ls => Object::ListenerSet(stored.clone()),
+                    _ => Object::ListenerSet(ls),
+                }
+            }
+            Object::Route(route) => {
+                let route = self.cfg.trim_route(route);
+                match self.routes.get(&route.key()) {
+                    Some(entry) if entry.route == route => Object::Route(entry.route.clone()),
+                    _ => Object::Route(route),
+                }
             }
         }
     }
@@ -822,6 +877,11 @@ impl Index {
 
     pub fn reset(&self, kind: ObjectKind, objects: Vec<Object>) {
         self.write(|s| s.reset(kind, objects));
+    }
+
+    /// See [`Snapshot::share_stored`]; reads the published snapshot, never waits for writers.
+    pub fn share_stored(&self, object: Object) -> Object {
+        self.read(|s| s.share_stored(object))
     }
 
     /// Replaces the whole content (the files source re-reading its directory).

@@ -5,18 +5,23 @@
 //! every `discovery_interval`; when it appears it is watched without a restart, and when it
 //! disappears its objects leave the index. Nothing about a missing CRD is fatal.
 //!
-//! Each watcher's initial list (and every relist after a 410 or a restart) is buffered as
-//! projections and handed to `Index::reset`, so objects deleted while disconnected are dropped.
-//! Errors back off with jitter while the index keeps serving the last good state.
+//! Each kind is listed with a streaming list (WatchList: `sendInitialEvents=true` on a watch, one
+//! object per event, no page held) where the server offers it, and in pages where it refuses
+//! one. A list (the first and every relist after a 410 or a restart) is gathered as pointers to
+//! the projections the index already holds, new projections only for what changed, and handed
+//! to `Index::reset` once complete, so objects deleted while disconnected are dropped and a
+//! relist costs little beside the index. Errors back off with jitter while the index keeps
+//! serving the last good state.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, ObjectMeta};
+use kube::api::{Api, ApiResource, ObjectMeta, WatchEvent, WatchParams};
 use kube::core::{DynamicResourceScope, Resource};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff, StreamBackoff};
 use kube::runtime::watcher;
@@ -98,10 +103,14 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {
 pub struct Config {
     /// How often discovery re-checks which kinds are served (CRDs added, removed, upgraded).
     pub discovery_interval: Duration,
-    /// Objects per list page (initial sync and relists). The default, 250, keeps a relist's
-    /// transient memory (a page's text is held about twice while it is read) small beside the
-    /// index even for a thousand routes, for a few more round trips on large clusters.
+    /// Objects per list page (initial sync and relists) when lists are paged. The default, 250,
+    /// keeps a relist's transient memory (a page's text is held about twice while it is read)
+    /// small beside the index even for a thousand routes, for a few more round trips on large
+    /// clusters.
     pub page_size: u32,
+    /// List with streaming lists (WatchList) where the server offers them; in pages otherwise,
+    /// and always when false.
+    pub streaming_lists: bool,
     /// First delay after a watch error; doubles up to `backoff_max`, with jitter.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
@@ -115,6 +124,7 @@ impl Default for Config {
         Config {
             discovery_interval: Duration::from_secs(60),
             page_size: 250,
+            streaming_lists: true,
             backoff_min: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             recheck_after: Duration::from_secs(30),
@@ -178,6 +188,8 @@ struct Shared {
     watchers: Mutex<BTreeMap<ObjectKind, AbortHandle>>,
     discovered: Mutex<bool>,
     ready: watch::Sender<bool>,
+    /// The server refused a streaming list: every later list is paged.
+    streaming_refused: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -218,6 +230,7 @@ impl KubeSource {
             watchers: Mutex::new(BTreeMap::new()),
             discovered: Mutex::new(false),
             ready: watch::Sender::new(false),
+            streaming_refused: AtomicBool::new(false),
         });
         let supervisor = tokio::spawn(supervise(shared.clone()));
         KubeSource { shared, supervisor }
@@ -246,6 +259,11 @@ impl KubeSource {
 
     pub fn status(&self) -> Vec<KindStatus> {
         lock(&self.shared.status).values().cloned().collect()
+    }
+
+    /// Whether lists are streamed (WatchList): configured so and not refused by the server.
+    pub fn streams_lists(&self) -> bool {
+        self.shared.config.streaming_lists && !self.shared.streaming_refused.load(Ordering::Relaxed)
     }
 
     /// Seconds-resolution staleness per kind, for a gauge.
@@ -592,102 +610,306 @@ fn with_current<R>(
     Some(result)
 }
 
-async fn run_watcher(shared: Arc<Shared>, kind: ObjectKind, version: &'static str, epoch: u64) {
-    let api: Api<Watched> = Api::all_with(shared.client.clone(), &api_resource(kind, version));
-    let config = watcher::Config::default().page_size(shared.config.page_size);
-    let backoff = ResetTimerBackoff::new(
-        JitterBackoff::new(shared.config.backoff_min, shared.config.backoff_max),
-        shared.config.backoff_max * 2,
-    );
-    let mut events = StreamBackoff::new(watcher(api, config), backoff).boxed();
-    // Projections of the list in progress; handed to `Index::reset` when it completes.
-    let mut listing: Option<Vec<Object>> = None;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(watcher::Event::Init) => listing = Some(Vec::new()),
-            Ok(watcher::Event::InitApply(object)) => {
-                let key = key_of(kind, &object);
-                match decode(kind, object) {
-                    Ok(projection) => listing.get_or_insert_with(Vec::new).push(projection),
-                    Err(error) => record_decode_error(&shared, kind, epoch, &key, &error),
-                }
-                // Listing progresses, but the kind is not in sync again before the list ends.
-                match lock(&shared.status)
-                    .get_mut(&kind)
-                    .filter(|s| s.epoch == epoch)
-                {
-                    Some(entry) => entry.last_progress = Instant::now(),
-                    None => return,
-                }
+/// One watcher's events into the index. Every method answers false once this watcher is no
+/// longer the current one for its kind (restarted or stopped): the caller then ends.
+struct Feed {
+    shared: Arc<Shared>,
+    kind: ObjectKind,
+    version: &'static str,
+    epoch: u64,
+    /// The list in progress. An object that did not change is held as a pointer to the
+    /// projection the index already stores, so a relist costs little beside the index.
+    listing: Option<Vec<Object>>,
+}
+
+impl Feed {
+    /// A (re)list begins: whatever an interrupted one gathered is dropped.
+    fn list_started(&mut self) {
+        self.listing = Some(Vec::new());
+    }
+
+    fn listed(&mut self, object: Watched) -> bool {
+        let key = key_of(self.kind, &object);
+        match decode(self.kind, object) {
+            Ok(projection) => {
+                let projection = self.shared.index.share_stored(projection);
+                self.listing.get_or_insert_with(Vec::new).push(projection);
             }
-            Ok(watcher::Event::InitDone) => {
-                let objects = listing.take().unwrap_or_default();
-                let count = objects.len();
-                let first = with_current(&shared, kind, epoch, |index, status| {
-                    index.reset(kind, objects);
-                    status.lists += 1;
-                    status.synced = true;
-                    // Counted over the kind's life, so a watcher restarted by a recheck or a
-                    // version change reports its list as the relist it is.
-                    status.lists == 1
-                });
-                match first {
-                    Some(true) => info!(%kind, version, objects = count, "synced"),
-                    Some(false) => info!(%kind, version, objects = count, "relisted"),
-                    None => return,
-                }
-                update_readiness(&shared);
+            Err(error) => self.decode_error(&key, &error),
+        }
+        // Listing progresses, but the kind is not in sync again before the list ends.
+        match lock(&self.shared.status)
+            .get_mut(&self.kind)
+            .filter(|s| s.epoch == self.epoch)
+        {
+            Some(entry) => {
+                entry.last_progress = Instant::now();
+                true
             }
-            Ok(watcher::Event::Apply(object)) => {
-                let key = key_of(kind, &object);
-                match decode(kind, object) {
-                    Ok(projection) => {
-                        if with_current(&shared, kind, epoch, |index, _| index.apply(projection))
-                            .is_none()
-                        {
-                            return;
-                        }
-                    }
-                    Err(error) => {
-                        // The object as it is now cannot be read: drop the older projection too,
-                        // as a relist would, rather than keep a version that no longer exists.
-                        record_decode_error(&shared, kind, epoch, &key, &error);
-                        with_current(&shared, kind, epoch, |index, _| index.delete(&key));
-                    }
-                }
-            }
-            Ok(watcher::Event::Delete(object)) => {
-                let key = key_of(kind, &object);
-                if with_current(&shared, kind, epoch, |index, _| index.delete(&key)).is_none() {
-                    return;
-                }
-            }
+            None => false,
+        }
+    }
+
+    fn list_done(&mut self) -> bool {
+        let (kind, version) = (self.kind, self.version);
+        let objects = self.listing.take().unwrap_or_default();
+        let count = objects.len();
+        let first = with_current(&self.shared, kind, self.epoch, |index, status| {
+            index.reset(kind, objects);
+            status.lists += 1;
+            status.synced = true;
+            // Counted over the kind's life, so a watcher restarted by a recheck or a version
+            // change reports its list as the relist it is.
+            status.lists == 1
+        });
+        match first {
+            Some(true) => info!(%kind, version, objects = count, "synced"),
+            Some(false) => info!(%kind, version, objects = count, "relisted"),
+            None => return false,
+        }
+        update_readiness(&self.shared);
+        true
+    }
+
+    fn applied(&mut self, object: Watched) -> bool {
+        let (kind, epoch) = (self.kind, self.epoch);
+        let key = key_of(kind, &object);
+        match decode(kind, object) {
+            Ok(projection) => with_current(&self.shared, kind, epoch, |index, _| {
+                index.apply(projection)
+            })
+            .is_some(),
             Err(error) => {
-                let mut status = lock(&shared.status);
-                let Some(entry) = status.get_mut(&kind).filter(|s| s.epoch == epoch) else {
-                    return;
-                };
-                entry.errors += 1;
-                entry.failing_since.get_or_insert_with(Instant::now);
-                drop(status);
-                warn!(%kind, version, %error, "watch error; retrying with backoff, serving the last good state");
+                // The object as it is now cannot be read: drop the older projection too, as a
+                // relist would, rather than keep a version that no longer exists.
+                self.decode_error(&key, &error);
+                with_current(&self.shared, kind, epoch, |index, _| index.delete(&key)).is_some()
             }
+        }
+    }
+
+    fn deleted(&mut self, object: &Watched) -> bool {
+        let key = key_of(self.kind, object);
+        with_current(&self.shared, self.kind, self.epoch, |index, _| {
+            index.delete(&key)
+        })
+        .is_some()
+    }
+
+    fn failed(&mut self, error: &dyn std::fmt::Display) -> bool {
+        let mut status = lock(&self.shared.status);
+        let Some(entry) = status.get_mut(&self.kind).filter(|s| s.epoch == self.epoch) else {
+            return false;
+        };
+        entry.errors += 1;
+        entry.failing_since.get_or_insert_with(Instant::now);
+        drop(status);
+        let (kind, version) = (self.kind, self.version);
+        warn!(%kind, version, %error, "watch error; retrying with backoff, serving the last good state");
+        true
+    }
+
+    fn decode_error(&self, key: &ObjectKey, error: &DecodeError) {
+        warn!(object = %key, %error, "cannot read object; skipped");
+        if let Some(entry) = lock(&self.shared.status)
+            .get_mut(&self.kind)
+            .filter(|s| s.epoch == self.epoch)
+        {
+            entry.decode_errors += 1;
         }
     }
 }
 
-fn record_decode_error(
-    shared: &Shared,
-    kind: ObjectKind,
-    epoch: u64,
-    key: &ObjectKey,
-    error: &DecodeError,
-) {
-    warn!(object = %key, %error, "cannot read object; skipped");
-    if let Some(entry) = lock(&shared.status)
-        .get_mut(&kind)
-        .filter(|s| s.epoch == epoch)
-    {
-        entry.decode_errors += 1;
+async fn run_watcher(shared: Arc<Shared>, kind: ObjectKind, version: &'static str, epoch: u64) {
+    let api: Api<Watched> = Api::all_with(shared.client.clone(), &api_resource(kind, version));
+    let mut feed = Feed {
+        shared: shared.clone(),
+        kind,
+        version,
+        epoch,
+        listing: None,
+    };
+    if shared.config.streaming_lists && !shared.streaming_refused.load(Ordering::Relaxed) {
+        match watch_streaming(&api, &mut feed).await {
+            Streaming::Superseded => return,
+            Streaming::Refused(status) => {
+                if !shared.streaming_refused.swap(true, Ordering::Relaxed) {
+                    info!(%kind, code = status.code, reason = %status.reason, message = %status.message,
+                        "the API server refuses streaming lists (WatchList); listing in pages");
+                }
+            }
+        }
+    }
+    watch_paged(api, &mut feed).await;
+}
+
+/// Lists in pages (`page_size` objects a request), then watches: kube-rs's watcher.
+async fn watch_paged(api: Api<Watched>, feed: &mut Feed) {
+    let config = &feed.shared.config;
+    let watch_config = watcher::Config::default().page_size(config.page_size);
+    let backoff = ResetTimerBackoff::new(
+        JitterBackoff::new(config.backoff_min, config.backoff_max),
+        config.backoff_max * 2,
+    );
+    let mut events = StreamBackoff::new(watcher(api, watch_config), backoff).boxed();
+    while let Some(event) = events.next().await {
+        let current = match event {
+            Ok(watcher::Event::Init) => {
+                feed.list_started();
+                true
+            }
+            Ok(watcher::Event::InitApply(object)) => feed.listed(object),
+            Ok(watcher::Event::InitDone) => feed.list_done(),
+            Ok(watcher::Event::Apply(object)) => feed.applied(object),
+            Ok(watcher::Event::Delete(object)) => feed.deleted(&object),
+            Err(error) => feed.failed(&error),
+        };
+        if !current {
+            return;
+        }
+    }
+}
+
+/// How a streaming watcher ended.
+enum Streaming {
+    /// Another watcher took over this kind (restart, new version, CRD removed).
+    Superseded,
+    /// The server answered the streaming list with this refusal: list in pages instead.
+    Refused(Box<kube::core::Status>),
+}
+
+/// How long a watch request may stay open (`timeoutSeconds`); the server ends it then and it is
+/// resumed from the last resourceVersion, as kube-rs's watcher does.
+const WATCH_TIMEOUT_SECS: u32 = 290;
+
+/// A watch silent this much longer than its timeout is dead (a half-open connection).
+const WATCH_SILENCE: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
+
+/// The bookmark that ends a streaming list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// A server without streaming lists refuses the parameters: 422 Invalid (WatchList off, or a
+/// server older than it that forbids `resourceVersionMatch` on a watch) or 400 Bad Request.
+fn refuses_streaming(status: &kube::core::Status) -> bool {
+    matches!(status.code, 400 | 422)
+}
+
+/// Lists with a streaming list (WatchList: one watch request with `sendInitialEvents=true` that
+/// sends every object as an event, then a bookmark), then watches on the same stream. Each
+/// object is read as it arrives, so no page of objects is ever held. The list starts over on
+/// 410 Gone and whenever a stream ends before its initial events did; a watch resumes from the
+/// last resourceVersion otherwise. Owned here rather than left to kube-rs's watcher because a
+/// list started over must be told apart from one going on (its objects replace, not add to,
+/// the first attempt's).
+async fn watch_streaming(api: &Api<Watched>, feed: &mut Feed) -> Streaming {
+    let config = feed.shared.config.clone();
+    let mut backoff = JitterBackoff::new(config.backoff_min, config.backoff_max);
+    // Where to resume watching from; None: list again.
+    let mut resume: Option<String> = None;
+    loop {
+        let listing = resume.is_none();
+        let params = if listing {
+            WatchParams::streaming_lists()
+        } else {
+            WatchParams::default()
+        }
+        .timeout(WATCH_TIMEOUT_SECS);
+        let from = resume.clone().unwrap_or_else(|| "0".to_string());
+        let mut failure: Option<String> = None;
+        match api.watch(&params, &from).await {
+            Err(kube::Error::Api(status)) if listing && refuses_streaming(&status) => {
+                return Streaming::Refused(status);
+            }
+            Err(error) => failure = Some(error.to_string()),
+            Ok(stream) => {
+                let mut stream = std::pin::pin!(stream);
+                if listing {
+                    feed.list_started();
+                }
+                let mut in_list = listing;
+                let mut received = false;
+                loop {
+                    let Ok(next) = tokio::time::timeout(WATCH_SILENCE, stream.next()).await else {
+                        failure = Some(format!("no event for {WATCH_SILENCE:?}; reconnecting"));
+                        break;
+                    };
+                    let event = match next {
+                        None => break,
+                        Some(Ok(event)) => event,
+                        Some(Err(kube::Error::Api(status)))
+                            if listing && !received && refuses_streaming(&status) =>
+                        {
+                            return Streaming::Refused(status);
+                        }
+                        Some(Err(error)) => {
+                            failure = Some(error.to_string());
+                            break;
+                        }
+                    };
+                    let first = !received;
+                    received = true;
+                    let current = match event {
+                        WatchEvent::Added(object) | WatchEvent::Modified(object) if in_list => {
+                            feed.listed(object)
+                        }
+                        WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                            let version = object.metadata.resource_version.clone();
+                            resume = version.or(resume);
+                            feed.applied(object)
+                        }
+                        WatchEvent::Deleted(object) => {
+                            // A streaming list sends no deletions; one would be a change.
+                            let version = object.metadata.resource_version.clone();
+                            if !in_list {
+                                resume = version.or(resume);
+                            }
+                            feed.deleted(&object)
+                        }
+                        WatchEvent::Bookmark(mark) => {
+                            let ends_list =
+                                mark.metadata.annotations.contains_key(INITIAL_EVENTS_END);
+                            resume = Some(mark.metadata.resource_version);
+                            if in_list && ends_list {
+                                in_list = false;
+                                feed.list_done()
+                            } else {
+                                true
+                            }
+                        }
+                        WatchEvent::Error(status)
+                            if listing && first && refuses_streaming(&status) =>
+                        {
+                            return Streaming::Refused(status);
+                        }
+                        WatchEvent::Error(status) => {
+                            if status.code == 410 {
+                                // History compacted past our version: list again.
+                                resume = None;
+                            }
+                            failure = Some(format!(
+                                "error returned by apiserver during watch: {}: {} ({})",
+                                status.code, status.message, status.reason
+                            ));
+                            break;
+                        }
+                    };
+                    if !current {
+                        return Streaming::Superseded;
+                    }
+                    backoff.reset();
+                }
+                if in_list {
+                    // A list cut short is started over, from scratch.
+                    resume = None;
+                }
+            }
+        }
+        if let Some(error) = failure {
+            if !feed.failed(&error) {
+                return Streaming::Superseded;
+            }
+            let delay = backoff.next().unwrap_or(config.backoff_max);
+            tokio::time::sleep(delay).await;
+        }
     }
 }

@@ -20,6 +20,7 @@ fn fast_config() -> Config {
         discovery_interval: Duration::from_millis(200),
         // Small pages: the initial lists and relists span several requests.
         page_size: 7,
+        streaming_lists: true,
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(300),
         recheck_after: Duration::from_secs(2),
@@ -130,6 +131,8 @@ async fn first_sync_then_every_kind_follows() {
     wait_ready(&source).await;
     // Ready means listed: the index already holds what the API held.
     assert_eq!(mismatch(&index, &api.state().await.unwrap()), None);
+    // kube-apiserver offers streaming lists, so no list was paged.
+    assert!(source.streams_lists());
     let snapshot = index.snapshot();
     let noisy = snapshot
         .route(&model::ObjectKey::new(

@@ -17,6 +17,7 @@ fn fast_config() -> Config {
     Config {
         discovery_interval: Duration::from_millis(200),
         page_size: 7,
+        streaming_lists: true,
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(300),
         recheck_after: Duration::from_secs(2),
@@ -34,6 +35,9 @@ async fn wait_ready(source: &KubeSource) {
     let mut ready = source.ready();
     let synced = tokio::time::timeout(Duration::from_secs(10), ready.wait_for(|r| *r)).await;
     assert!(synced.is_ok_and(|r| r.is_ok()), "{:?}", source.status());
+    // The double refuses streaming lists (a watch from resourceVersion 0): the source lists in
+    // pages instead, as on a server without WatchList.
+    assert!(!source.streams_lists());
 }
 
 /// Polls `condition` every 10 ms for at most `limit`.

@@ -581,6 +581,75 @@ fn a_relist_of_unchanged_routes_keeps_their_evaluations() {
 }
 
 #[test]
+fn a_relist_buffers_the_stored_projection_of_what_did_not_change() {
+    let index = Index::new();
+    index.replace_all(decode_all(&[
+        namespace("apps", json!({})),
+        simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+        route_with_bookkeeping(),
+    ]));
+    let snap = index.snapshot();
+    let key = ObjectKey::new(ObjectKind::HTTPRoute, "apps", "r");
+    let stored = snap.route(&key).expect("stored").route.clone();
+    let gateway = snap.gateways().next().expect("stored").clone();
+
+    // The same route, labels and all: the pointer to the stored (trimmed) projection.
+    let Object::Route(shared) = index.share_stored(decode(&route_with_bookkeeping())) else {
+        panic!("a route stays a route");
+    };
+    assert!(Arc::ptr_eq(&shared, &stored));
+    let Object::Gateway(shared) =
+        index.share_stored(decode(&simple_gateway("apps", "gw", None, &["10.0.0.1"])))
+    else {
+        panic!("a Gateway stays a Gateway");
+    };
+    assert!(Arc::ptr_eq(&shared, &gateway));
+
+    // A changed one is its own projection, trimmed as the index would store it.
+    let changed = http_route("apps", "r", json!([{"name": "gw"}]), &["other.example.com"]);
+    let Object::Route(own) = index.share_stored(decode(&with(
+        changed,
+        &["metadata", "labels"],
+        json!({"app": "shop"}),
+    ))) else {
+        panic!("a route stays a route");
+    };
+    assert!(!Arc::ptr_eq(&own, &stored));
+    assert!(own.meta.labels.is_empty());
+    assert_eq!(&*own.hostnames, ["other.example.com".into()]);
+}
+
+#[test]
+fn a_relist_delivered_twice_keeps_the_latest_of_each_object() {
+    let index = Index::new();
+    let route = |name: &str, host: &str| {
+        decode(&http_route("apps", name, json!([{"name": "gw"}]), &[host]))
+    };
+    index.replace_all(decode_all(&[
+        namespace("apps", json!({})),
+        simple_gateway("apps", "gw", None, &["10.0.0.1"]),
+    ]));
+    index.apply(route("gone", "gone.example.com"));
+    // A list cut short and sent again: the second copy of "a" is the newer one.
+    index.reset(
+        ObjectKind::HTTPRoute,
+        vec![
+            route("a", "old.example.com"),
+            route("b", "b.example.com"),
+            route("a", "new.example.com"),
+        ],
+    );
+    let snap = index.snapshot();
+    assert_eq!(snap.len_of(ObjectKind::HTTPRoute), 2);
+    let a = snap
+        .route(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "a"))
+        .expect("stored");
+    assert_eq!(&*a.route.hostnames, ["new.example.com".into()]);
+    assert!(!snap.contains(&ObjectKey::new(ObjectKind::HTTPRoute, "apps", "gone")));
+    assert_eq!(snap.claimants("old.example.com"), &[]);
+}
+
+#[test]
 fn routes_on_one_gateway_share_its_origin_and_follow_its_changes() {
     let index = Index::new();
     let gateway = |address: &str| simple_gateway("apps", "gw", None, &[address]);
