@@ -184,8 +184,9 @@ fn index_only(routes: usize) -> (f64, f64) {
         value["metadata"]["uid"] = json!(format!("6d8f0c1e-0000-4000-8000-{i:012x}"));
         projections.push(gateway_dns::model::decode_value(&value).unwrap().unwrap());
     }
-    let projections_heap = heap().saturating_sub(before)
-        - projections.capacity() * std::mem::size_of::<gateway_dns::model::Object>();
+    let projections_heap = heap()
+        .saturating_sub(before)
+        .saturating_sub(projections.capacity() * std::mem::size_of::<gateway_dns::model::Object>());
     let index = Index::new();
     index.apply(gateway);
     index.reset(ObjectKind::HTTPRoute, projections);
@@ -423,6 +424,9 @@ fn goal(value: f64, goal: f64) -> String {
 
 async fn run(label: &str, server: Server, client: kube::Client, routes: usize, rounds: usize) {
     println!("{routes} HTTPRoutes on {label}");
+    // First, while nothing else in this process allocates or frees.
+    settle().await;
+    let (projection_per_route, index_per_route) = index_only(routes);
     // Time to ready against a plain list, alternated; the source both streaming (where the
     // server offers it) and paged.
     let mut ratios = Vec::new();
@@ -454,7 +458,6 @@ async fn run(label: &str, server: Server, client: kube::Client, routes: usize, r
     let median = ratios[ratios.len() / 2];
 
     let memory = memory(&server, &client, routes).await;
-    let (projection_per_route, index_per_route) = index_only(routes);
     let per_route = memory.steady as f64 / routes as f64;
     let relist_ratio = memory.relist_peak as f64 / memory.steady as f64;
     println!(
