@@ -48,7 +48,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
@@ -423,9 +424,17 @@ impl Zone {
 
 struct Store {
     zones: Vec<Zone>,
+    /// Moves whenever what the zones answer changes (records, serial, signatures): the UDP
+    /// answer caches empty themselves then. Shared so the receive loops read it without the lock.
+    generation: Arc<AtomicU64>,
 }
 
 impl Store {
+    /// Called with the write lock held after any change to the zones.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     fn zone(&self, name: &str) -> Option<&Zone> {
         self.zones
             .iter()
@@ -512,25 +521,35 @@ impl EmbeddedDns {
         for zone in &mut zones {
             zone.sign(&config.dnssec_keys, config.soa_ttl, now);
         }
-        let store = Arc::new(RwLock::new(Store { zones }));
+        let generation = Arc::new(AtomicU64::new(0));
+        let store = Arc::new(RwLock::new(Store {
+            zones,
+            generation: generation.clone(),
+        }));
         let (udp, tcp, local_addr) = bind_pair(config.listen).await?;
         let soa_ttl = config.soa_ttl;
-        let mut tasks = vec![
-            tokio::spawn(serve_udp(
-                udp,
+        let mut tasks = vec![tokio::spawn(serve_tcp(
+            tcp,
+            store.clone(),
+            soa_ttl,
+            config.tcp_limits,
+            transfers.clone(),
+        ))];
+        // One rate limiter for all receive loops: the limit is per source, not per loop.
+        let udp = Arc::new(udp);
+        let limiter = Arc::new(Mutex::new(AnswerRateLimiter::new(
+            config.udp_answers_per_source_per_second,
+        )));
+        for _ in 0..udp_receivers() {
+            tasks.push(tokio::spawn(serve_udp(
+                udp.clone(),
                 store.clone(),
                 soa_ttl,
-                config.udp_answers_per_source_per_second,
+                limiter.clone(),
                 transfers.clone(),
-            )),
-            tokio::spawn(serve_tcp(
-                tcp,
-                store.clone(),
-                soa_ttl,
-                config.tcp_limits,
-                transfers.clone(),
-            )),
-        ];
+                generation.clone(),
+            )));
+        }
         let notify = if transfers.secondaries.is_empty() {
             None
         } else {
@@ -657,6 +676,10 @@ impl EmbeddedDns {
             }
             changed.push((zone.apex.clone(), zone.serial));
         }
+        if !changed.is_empty() {
+            // Inside the write: an answer cached under the old generation is dropped, never kept.
+            store.changed();
+        }
         drop(store);
         queue_notify(self.notify.as_ref(), changed);
         Ok(())
@@ -719,6 +742,9 @@ fn refresh_signatures(
         }
         changed.push((zone.apex.clone(), zone.serial));
     }
+    if !changed.is_empty() {
+        store.changed();
+    }
     Ok(changed)
 }
 
@@ -771,15 +797,28 @@ impl Provider for EmbeddedDns {
     }
 }
 
+/// UDP receive loops sharing the socket: one per core (at most this many), so that answering
+/// is not bound to one thread.
+const MAX_UDP_RECEIVERS: usize = 8;
+
+fn udp_receivers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_UDP_RECEIVERS))
+}
+
 async fn serve_udp(
-    socket: UdpSocket,
+    socket: Arc<UdpSocket>,
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
-    answers_per_second: u32,
+    limiter: Arc<Mutex<AnswerRateLimiter>>,
     transfers: Arc<Transfers>,
+    generation: Arc<AtomicU64>,
 ) {
     let mut buffer = vec![0u8; 4096];
-    let mut limiter = AnswerRateLimiter::new(answers_per_second);
+    // The receive loops share one budget for their caches.
+    let mut cache = AnswerCache::new(ANSWER_CACHE_BYTES / udp_receivers());
+    let mut cached = Vec::with_capacity(512);
+    // The limit is fixed at start: without one, the lock is never taken.
+    let limited = limiter.lock().map_or(true, |limiter| limiter.rate > 0.0);
     loop {
         let (len, peer) = match socket.recv_from(&mut buffer).await {
             Ok(received) => received,
@@ -788,13 +827,91 @@ async fn serve_udp(
                 continue;
             }
         };
-        if !limiter.allow(peer.ip(), std::time::Instant::now()) {
+        if limited {
+            let mut limiter = limiter.lock().unwrap_or_else(PoisonError::into_inner);
+            if !limiter.allow(peer.ip(), std::time::Instant::now()) {
+                continue;
+            }
+        }
+        let request = &buffer[..len];
+        let current = generation.load(Ordering::Acquire);
+        if cache.answer_into(request, current, &mut cached) {
+            let _ = socket.send_to(&cached, peer).await;
             continue;
         }
-        let answers = answer_bytes(&buffer[..len], &store, soa_ttl, None, &transfers);
+        let answers = answer_bytes(request, &store, soa_ttl, None, &transfers);
         if let Some(answer) = answers.and_then(|answers| answers.into_iter().next()) {
+            // A signed answer carries the time and a MAC of the request: never replayed.
+            if Message::from_vec(request).is_ok_and(|m| m.signature().is_none()) {
+                cache.insert(request, &answer, current);
+            }
             let _ = socket.send_to(&answer, peer).await;
         }
+    }
+}
+
+/// Bytes of requests and answers the receive loops' [`AnswerCache`]s hold at most together
+/// (entries count [`ANSWER_CACHE_ENTRY_OVERHEAD`] more each); a full cache starts again empty.
+/// About 20,000 answers of a typical size: more than the names of most zones.
+const ANSWER_CACHE_BYTES: usize = 4 << 20;
+const ANSWER_CACHE_ENTRY_OVERHEAD: usize = 64;
+
+/// Encoded answers to unsigned UDP requests, by the request's bytes after its ID: the answer
+/// is a function of those bytes and the zones alone, so a repeated request gets a copy with
+/// its own ID instead of being decoded, looked up and encoded again. Tied to one generation of
+/// the zones.
+struct AnswerCache {
+    generation: u64,
+    bytes: usize,
+    limit: usize,
+    answers: HashMap<Box<[u8]>, Box<[u8]>>,
+}
+
+impl AnswerCache {
+    fn new(limit: usize) -> Self {
+        AnswerCache {
+            generation: 0,
+            bytes: 0,
+            limit,
+            answers: HashMap::new(),
+        }
+    }
+
+    /// Writes the cached answer to `request`, with the request's ID, into `out`; false when
+    /// there is none for the zones' `generation`.
+    fn answer_into(&mut self, request: &[u8], generation: u64, out: &mut Vec<u8>) -> bool {
+        if generation != self.generation {
+            self.answers.clear();
+            self.bytes = 0;
+            self.generation = generation;
+            return false;
+        }
+        let (Some(id), Some(key)) = (request.get(..2), request.get(2..)) else {
+            return false;
+        };
+        let Some(answer) = self.answers.get(key) else {
+            return false;
+        };
+        out.clear();
+        out.extend_from_slice(id);
+        out.extend_from_slice(answer.get(2..).unwrap_or_default());
+        true
+    }
+
+    fn insert(&mut self, request: &[u8], answer: &[u8], generation: u64) {
+        let Some(key) = request.get(2..) else {
+            return;
+        };
+        if generation != self.generation || answer.len() < DNS_HEADER_LEN {
+            return;
+        }
+        let size = key.len() + answer.len() + ANSWER_CACHE_ENTRY_OVERHEAD;
+        if self.bytes + size > self.limit {
+            self.answers.clear();
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.answers.insert(key.into(), answer.into());
     }
 }
 
@@ -1079,6 +1196,9 @@ fn answer_bytes(
         response.answers.clear();
         response.authorities.clear();
         response.additionals.clear();
+    } else if matches!(auth, Auth::Unsigned) {
+        // Nothing to sign: the encoding just measured is the answer (no second encoding).
+        return Some(vec![bytes]);
     }
     seal_all(vec![response], &auth, signer, id, now)
 }
@@ -1681,7 +1801,10 @@ mod tests {
         }
         zone.rrsets.sort_by(|a, b| a.key().cmp(&b.key()));
         zone.reindex();
-        Store { zones: vec![zone] }
+        Store {
+            zones: vec![zone],
+            generation: Arc::default(),
+        }
     }
 
     fn ask(name: &str, qtype: WireType) -> Message {
@@ -1986,6 +2109,133 @@ mod tests {
             zone.merge(&touched, true).is_none(),
             "the same again changes nothing"
         );
+    }
+
+    /// One request over UDP to `server`, its answer decoded.
+    async fn ask_over_udp(client: &UdpSocket, server: SocketAddr, request: &Message) -> Message {
+        client
+            .send_to(&request.to_vec().unwrap(), server)
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 4096];
+        let (len, _) = timeout(Duration::from_secs(5), client.recv_from(&mut buffer))
+            .await
+            .unwrap()
+            .unwrap();
+        Message::from_vec(&buffer[..len]).unwrap()
+    }
+
+    fn a_query(id: u16, dnssec_ok: bool) -> Message {
+        let mut request = Message::query();
+        request.metadata.id = id;
+        request.add_query(Query::query(
+            wire_name("a.example.com").unwrap(),
+            WireType::A,
+        ));
+        if dnssec_ok {
+            let mut edns = Edns::new();
+            edns.set_dnssec_ok(true);
+            request.set_edns(edns);
+        }
+        request
+    }
+
+    #[tokio::test]
+    async fn a_cached_answer_takes_the_request_id_and_never_outlives_a_change() {
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.udp_answers_per_source_per_second = 0;
+        let server = EmbeddedDns::start(config).await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        // The same request again and again (from the cache after the first): each answer has
+        // its own ID.
+        for id in 1..=4 {
+            let missing = ask_over_udp(&client, server.local_addr(), &a_query(id, false)).await;
+            assert_eq!(missing.metadata.id, id);
+            assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
+        }
+        let create = Changes {
+            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+            ..Changes::default()
+        };
+        server.apply_changes(&create).unwrap();
+        let found = ask_over_udp(&client, server.local_addr(), &a_query(3, false)).await;
+        assert_eq!(found.metadata.id, 3);
+        assert_eq!(found.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(found.answers.len(), 1, "the change is seen at once");
+    }
+
+    #[tokio::test]
+    async fn re_signing_empties_the_udp_answer_cache() {
+        use crate::dns::dnssec::{KeyAlgorithm, RESIGN_PERIOD};
+        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.udp_answers_per_source_per_second = 0;
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        server
+            .apply_changes(&Changes {
+                create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+                ..Changes::default()
+            })
+            .unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let expiration = |answer: &Message| {
+            answer.answers.iter().find_map(|record| match &record.data {
+                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
+                    Some(sig.input().sig_expiration.get())
+                }
+                _ => None,
+            })
+        };
+        let before = ask_over_udp(&client, server.local_addr(), &a_query(1, true)).await;
+        let cached = ask_over_udp(&client, server.local_addr(), &a_query(2, true)).await;
+        assert_eq!(expiration(&before), expiration(&cached));
+        assert!(expiration(&before).is_some(), "{before:?}");
+        // The next signing period: no record changed, yet the answers must carry the new
+        // signatures, not the cached ones.
+        let changed = server
+            .refresh_signatures(unix_now() + RESIGN_PERIOD)
+            .unwrap();
+        assert_eq!(changed.len(), 1);
+        let after = ask_over_udp(&client, server.local_addr(), &a_query(3, true)).await;
+        assert_eq!(
+            expiration(&after),
+            expiration(&before).map(|e| e + RESIGN_PERIOD as u32)
+        );
+    }
+
+    #[test]
+    fn the_answer_cache_is_keyed_past_the_id_tied_to_a_generation_and_bounded() {
+        const LIMIT: usize = 64 << 10;
+        let mut cache = AnswerCache::new(LIMIT);
+        let mut out = Vec::new();
+        let request = [0xAB, 0xCD, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7];
+        let answer = [0xAB, 0xCD, 0x85, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7, 9];
+        assert!(!cache.answer_into(&request, 0, &mut out));
+        cache.insert(&request, &answer, 0);
+        let mut again = request;
+        again[..2].copy_from_slice(&[0x12, 0x34]);
+        assert!(cache.answer_into(&again, 0, &mut out));
+        assert_eq!(out[..2], [0x12, 0x34]);
+        assert_eq!(out[2..], answer[2..]);
+        assert!(
+            !cache.answer_into(&again, 1, &mut out),
+            "a change empties it"
+        );
+        cache.insert(&request, &answer, 0);
+        assert!(
+            !cache.answer_into(&again, 1, &mut out),
+            "an answer of an old generation is not kept"
+        );
+        let entry = request.len() - 2 + answer.len() + ANSWER_CACHE_ENTRY_OVERHEAD;
+        for i in 0..2 * LIMIT / entry {
+            let mut other = request.to_vec();
+            other.extend_from_slice(&i.to_be_bytes());
+            cache.insert(&other, &answer, 1);
+            assert!(cache.bytes <= LIMIT);
+        }
     }
 
     #[test]
