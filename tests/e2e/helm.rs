@@ -311,6 +311,12 @@ const RFC2136: [&str; 4] = [
     "--set",
     "dns.rfc2136.server=10.0.0.53:53",
 ];
+const EMBEDDED_SECONDARY: [&str; 4] = [
+    "--set",
+    "dns.provider=embedded",
+    "--set-json",
+    r#"dns.embedded.secondaries=["192.0.2.53","192.0.2.54:5300"]"#,
+];
 const PDNS: [&str; 4] = [
     "--set",
     "dns.provider=pdns",
@@ -531,6 +537,87 @@ fn effects() -> Vec<Effect> {
             check: |o| {
                 o.at("Service", "gateway-dns-dns", "/metadata/annotations")
                     == json!({"lb.example.com/internal": "true"})
+            },
+        },
+        Effect {
+            value: "dns.embedded.secondaries",
+            args: EMBEDDED_SECONDARY.to_vec(),
+            check: |o| {
+                o.env("GATEWAY_DNS_EMBEDDED_SECONDARY").as_deref()
+                    == Some("192.0.2.53,192.0.2.54:5300")
+                    && o.env("GATEWAY_DNS_EMBEDDED_TSIG_SECRET_FILE").as_deref()
+                        == Some("/etc/gateway-dns/transfer-tsig/secret")
+                    && o.volume_secret("transfer-tsig") == "gateway-dns-transfer-tsig"
+            },
+        },
+        Effect {
+            value: "dns.embedded.transferKey.name",
+            args: [
+                EMBEDDED_SECONDARY.as_slice(),
+                &["--set", "dns.embedded.transferKey.name=transfer"],
+            ]
+            .concat(),
+            check: |o| o.env("GATEWAY_DNS_EMBEDDED_TSIG_KEY_NAME").as_deref() == Some("transfer"),
+        },
+        Effect {
+            value: "dns.embedded.transferKey.algorithm",
+            args: [
+                EMBEDDED_SECONDARY.as_slice(),
+                &["--set", "dns.embedded.transferKey.algorithm=hmac-sha512"],
+            ]
+            .concat(),
+            check: |o| {
+                o.env("GATEWAY_DNS_EMBEDDED_TSIG_ALGORITHM").as_deref() == Some("hmac-sha512")
+            },
+        },
+        Effect {
+            value: "dns.embedded.transferKey.secret.name",
+            args: [
+                EMBEDDED_SECONDARY.as_slice(),
+                &["--set", "dns.embedded.transferKey.secret.name=xfr"],
+            ]
+            .concat(),
+            check: |o| o.volume_secret("transfer-tsig") == "xfr",
+        },
+        Effect {
+            value: "dns.embedded.transferKey.secret.key",
+            args: [
+                EMBEDDED_SECONDARY.as_slice(),
+                &["--set", "dns.embedded.transferKey.secret.key=tsig.key"],
+            ]
+            .concat(),
+            check: |o| {
+                o.env("GATEWAY_DNS_EMBEDDED_TSIG_SECRET_FILE").as_deref()
+                    == Some("/etc/gateway-dns/transfer-tsig/tsig.key")
+            },
+        },
+        Effect {
+            value: "dns.embedded.dnssec.keySecret.name",
+            args: vec![
+                "--set",
+                "dns.provider=embedded",
+                "--set",
+                "dns.embedded.dnssec.keySecret.name=zone-keys",
+            ],
+            check: |o| {
+                o.volume_secret("dnssec-keys") == "zone-keys"
+                    && o.env("GATEWAY_DNS_EMBEDDED_DNSSEC_KEY").as_deref()
+                        == Some("/etc/gateway-dns/dnssec/zone.key")
+            },
+        },
+        Effect {
+            value: "dns.embedded.dnssec.keySecret.keys",
+            args: vec![
+                "--set",
+                "dns.provider=embedded",
+                "--set",
+                "dns.embedded.dnssec.keySecret.name=zone-keys",
+                "--set-json",
+                r#"dns.embedded.dnssec.keySecret.keys=["old.pem","new.pem"]"#,
+            ],
+            check: |o| {
+                o.env("GATEWAY_DNS_EMBEDDED_DNSSEC_KEY").as_deref()
+                    == Some("/etc/gateway-dns/dnssec/old.pem,/etc/gateway-dns/dnssec/new.pem")
             },
         },
         Effect {
@@ -999,6 +1086,15 @@ fn schema_refuses_values_the_binary_would_refuse() {
         (
             &["--set", "webhook.url=http://192.0.2.1/validate"][..],
             "url",
+        ),
+        (
+            &[
+                "--set",
+                "dns.provider=embedded",
+                "--set-json",
+                r#"dns.embedded.secondaries=["bind.example"]"#,
+            ][..],
+            "secondaries",
         ),
         (&["--set", "certificates.source=vault"][..], "source"),
         (&["--set", "replica=2"][..], "replica"),
