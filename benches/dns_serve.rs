@@ -12,6 +12,9 @@
 //!
 //! The query mix (10 000 lines, cycled): 60 % existing names, 10 % CNAMEs to chase, 15 % missing
 //! names (NXDOMAIN), 5 % existing names with a missing type (NODATA), 10 % wildcard matches.
+//! Then, each round, the embedded server and BIND (alternating) under a random-subdomain flood:
+//! every query a name never asked before (half missing, half under the wildcard), so the
+//! embedded server's answer cache never hits.
 //! Before loading, each server's answers to one query of each kind are compared with BIND's.
 //! Rounds alternate the servers (the order rotates each round); each load is
 //! `dnsperf -l SECONDS -c 4 -q 100 -v`: queries/s and the average latency from dnsperf's
@@ -122,6 +125,25 @@ fn query_file(path: &Path) {
         lines.push('\n');
     }
     std::fs::write(path, lines).expect("write the query file");
+}
+
+/// Queries per second the unique-name file is sized for (dnsperf starts the file again past
+/// its end; names must not repeat within one load).
+const UNIQUE_QPS_BOUND: u64 = 250_000;
+
+/// A random-subdomain flood: every query a name never asked before, half missing (NXDOMAIN),
+/// half under the wildcard. No answer can come from a cache of earlier answers.
+fn unique_query_file(path: &Path, seconds: u64) {
+    let mut lines = String::new();
+    for i in 0..seconds * UNIQUE_QPS_BOUND {
+        let line = if i % 2 == 0 {
+            format!("u{i}.{ZONE} A\n")
+        } else {
+            format!("u{i}.wild.{ZONE} A\n")
+        };
+        lines.push_str(&line);
+    }
+    std::fs::write(path, lines).expect("write the unique query file");
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -419,6 +441,25 @@ struct Target {
     addr: SocketAddr,
     pid: u32,
     loads: Vec<Load>,
+    /// Loads of the unique-name flood (the embedded server and BIND only).
+    unique_loads: Vec<Load>,
+}
+
+fn print_load(round: usize, label: &str, load: &Load) {
+    println!(
+        "round {}: {:<34} {:>8.0} q/s, avg {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, lost {}, \
+         server CPU {:.2} s ({:.1} µs/query), rcodes {:?}",
+        round + 1,
+        label,
+        load.qps,
+        load.average_ms,
+        load.p50_ms,
+        load.p99_ms,
+        load.lost,
+        load.cpu_seconds,
+        load.cpu_seconds * 1e6 / load.completed as f64,
+        load.rcodes
+    );
 }
 
 fn main() {
@@ -440,6 +481,8 @@ fn main() {
     let work = tempfile::tempdir().expect("temp dir");
     let queries = work.path().join("queries.txt");
     query_file(&queries);
+    let unique_queries = work.path().join("unique-queries.txt");
+    unique_query_file(&unique_queries, seconds);
 
     let embedded_runtime = runtime();
     let embedded = start_embedded(&embedded_runtime);
@@ -453,18 +496,21 @@ fn main() {
             addr: embedded.local_addr(),
             pid: own_pid,
             loads: Vec::new(),
+            unique_loads: Vec::new(),
         },
         Target {
             name: "BIND 9 (named -n 2)",
             addr: bind.addr(),
             pid: named_pid(bind.dir.path()),
             loads: Vec::new(),
+            unique_loads: Vec::new(),
         },
         Target {
             name: "hickory-server in-memory",
             addr: hickory_addr,
             pid: own_pid,
             loads: Vec::new(),
+            unique_loads: Vec::new(),
         },
     ];
 
@@ -501,21 +547,20 @@ fn main() {
             let output: PathBuf = work.path().join(format!("dnsperf-{round}-{index}.txt"));
             let load = run_dnsperf(target.addr, &queries, seconds, &output, target.pid);
             let _ = std::fs::remove_file(&output);
-            println!(
-                "round {}: {:<26} {:>8.0} q/s, avg {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, lost {}, \
-                 server CPU {:.2} s ({:.1} µs/query), rcodes {:?}",
-                round + 1,
-                target.name,
-                load.qps,
-                load.average_ms,
-                load.p50_ms,
-                load.p99_ms,
-                load.lost,
-                load.cpu_seconds,
-                load.cpu_seconds * 1e6 / load.completed as f64,
-                load.rcodes
-            );
+            print_load(round, target.name, &load);
             target.loads.push(load);
+        }
+        // The flood of unique names, embedded and BIND in alternating order.
+        let pair = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for index in pair {
+            let target = &mut targets[index];
+            let output: PathBuf = work
+                .path()
+                .join(format!("dnsperf-unique-{round}-{index}.txt"));
+            let load = run_dnsperf(target.addr, &unique_queries, seconds, &output, target.pid);
+            let _ = std::fs::remove_file(&output);
+            print_load(round, &format!("{} (unique names)", target.name), &load);
+            target.unique_loads.push(load);
         }
     }
 
@@ -566,6 +611,37 @@ fn main() {
             spread(&cpu, 2)
         );
     }
+    let (a, b) = (&targets[0], &targets[1]);
+    let unique = |f: fn(&Load) -> f64| -> Vec<f64> {
+        a.unique_loads
+            .iter()
+            .zip(&b.unique_loads)
+            .map(|(x, y)| f(x) / f(y))
+            .collect()
+    };
+    let (qps, p99, cpu) = (
+        unique(|l| l.qps),
+        unique(|l| l.p99_ms),
+        unique(per_query_cpu),
+    );
+    let embedded_qps: Vec<f64> = a.unique_loads.iter().map(|l| l.qps).collect();
+    let bind_qps: Vec<f64> = b.unique_loads.iter().map(|l| l.qps).collect();
+    println!(
+        "  unique names (no answer repeats): {} {:.0} q/s [{}], {} {:.0} q/s [{}]; \
+         ratio q/s {:.2}x [{}], p99 {:.2}x [{}], CPU per query {:.2}x [{}]",
+        a.name,
+        median(&mut embedded_qps.clone()),
+        spread(&embedded_qps, 0),
+        b.name,
+        median(&mut bind_qps.clone()),
+        spread(&bind_qps, 0),
+        median(&mut qps.clone()),
+        spread(&qps, 2),
+        median(&mut p99.clone()),
+        spread(&p99, 2),
+        median(&mut cpu.clone()),
+        spread(&cpu, 2)
+    );
     // The embedded server's answer path alone (decode, look up, encode), without socket or
     // runtime: what is left of its CPU per query under load is the UDP path.
     let (per_query, answered) = answer_cost(&embedded, &queries);

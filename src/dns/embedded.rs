@@ -9,9 +9,10 @@
 //! Why a loop of our own over hickory-proto rather than hickory-server's authority: serving
 //! the same zone of 10 000 A records, 500 CNAMEs and a wildcard over loopback UDP under
 //! dnsperf (`cargo bench --bench dns_serve`; figures and machine in docs/benchmarks.md),
-//! hickory-server 0.26's in-memory authority answered 3 821 queries/s at 178 µs of CPU per
-//! query, this server 75 418 queries/s at 10.7 µs, and BIND 9 72 648 queries/s at 7.0 µs
-//! (medians of 3 rounds, 2 threads each, 2 shared cores).
+//! hickory-server 0.26's in-memory authority answered 0.05–0.07× BIND 9's queries/s at 24–30×
+//! its CPU per query; this server answers 1.48–2.04× BIND's queries/s at 0.38–0.42× its CPU
+//! on a mix of repeated questions (its UDP answer cache), and 1.01–1.06× on unique names
+//! (2 threads each, 2 shared cores).
 //!
 //! The SOA serial: the same on every replica for the same content, never backwards across a
 //! restart, without shared state. It is made of Unix time in one-minute windows: a server
@@ -839,13 +840,14 @@ async fn serve_udp(
             let _ = socket.send_to(&cached, peer).await;
             continue;
         }
-        let answers = answer_bytes(request, &store, soa_ttl, None, &transfers);
-        if let Some(answer) = answers.and_then(|answers| answers.into_iter().next()) {
-            // A signed answer carries the time and a MAC of the request: never replayed.
-            if Message::from_vec(request).is_ok_and(|m| m.signature().is_none()) {
-                cache.insert(request, &answer, current);
+        let Some(answered) = answer_request(request, &store, soa_ttl, None, &transfers) else {
+            continue;
+        };
+        if let Some(answer) = answered.messages.first() {
+            if answered.repeatable {
+                cache.insert(request, answer, current);
             }
-            let _ = socket.send_to(&answer, peer).await;
+            let _ = socket.send_to(answer, peer).await;
         }
     }
 }
@@ -1117,6 +1119,33 @@ fn answer_bytes(
     peer: Option<IpAddr>,
     transfers: &Transfers,
 ) -> Option<Vec<Vec<u8>>> {
+    answer_request(request, store, soa_ttl, peer, transfers).map(|answered| answered.messages)
+}
+
+struct Answered {
+    messages: Vec<Vec<u8>>,
+    /// The same request bytes (after the ID) get the same bytes again until the zones change:
+    /// an answer that fits, to a request without TSIG (a signed answer covers the time).
+    repeatable: bool,
+}
+
+impl Answered {
+    fn once(messages: Vec<Vec<u8>>) -> Self {
+        Answered {
+            messages,
+            repeatable: false,
+        }
+    }
+}
+
+/// [`answer_bytes`], also saying whether the answer may be replayed.
+fn answer_request(
+    request: &[u8],
+    store: &RwLock<Store>,
+    soa_ttl: u32,
+    peer: Option<IpAddr>,
+    transfers: &Transfers,
+) -> Option<Answered> {
     // Shorter than a header, or itself a response (QR=1): answering would only feed loops
     // and reflection, so such packets are dropped (RFC 1035 4.1.1; RFC 5358).
     if request.len() < DNS_HEADER_LEN || request[2] & QR_BIT != 0 {
@@ -1129,7 +1158,7 @@ fn answer_bytes(
             // Answer FORMERR when at least the header is there.
             let id = u16::from_be_bytes([*request.first()?, *request.get(1)?]);
             let error = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
-            return error.to_vec().ok().map(|bytes| vec![bytes]);
+            return error.to_vec().ok().map(|bytes| Answered::once(vec![bytes]));
         }
     };
     if request.metadata.message_type != MessageType::Query {
@@ -1174,7 +1203,7 @@ fn answer_bytes(
             message.add_answers(chunk.iter().cloned());
             messages.push(message);
         }
-        return seal_all(messages, &auth, signer, id, now);
+        return seal_all(messages, &auth, signer, id, now).map(Answered::once);
     }
     let limit = if peer.is_some() {
         u16::MAX as usize
@@ -1198,9 +1227,12 @@ fn answer_bytes(
         response.additionals.clear();
     } else if matches!(auth, Auth::Unsigned) {
         // Nothing to sign: the encoding just measured is the answer (no second encoding).
-        return Some(vec![bytes]);
+        return Some(Answered {
+            messages: vec![bytes],
+            repeatable: true,
+        });
     }
-    seal_all(vec![response], &auth, signer, id, now)
+    seal_all(vec![response], &auth, signer, id, now).map(Answered::once)
 }
 
 /// Encode the messages of one answer, each TSIG-signed when the request was (RFC 8945 5.3.1:
