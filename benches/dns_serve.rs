@@ -398,6 +398,24 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// "median`unit` [each value]", each with `digits` decimals.
+fn summary(values: &[f64], digits: usize, unit: &str) -> String {
+    format!(
+        "{:.digits$}{unit} [{}]",
+        median(&mut values.to_vec()),
+        spread(values, digits)
+    )
+}
+
+fn column(loads: &[Load], f: fn(&Load) -> f64) -> Vec<f64> {
+    loads.iter().map(f).collect()
+}
+
+/// Each round's `f(a) / f(b)`.
+fn ratios(a: &[Load], b: &[Load], f: fn(&Load) -> f64) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| f(x) / f(y)).collect()
+}
+
 fn spread(values: &[f64], digits: usize) -> String {
     values
         .iter()
@@ -565,82 +583,48 @@ fn main() {
     }
 
     println!("summary over {rounds} rounds (median; each round's value in brackets):");
-    let column =
-        |target: &Target, f: fn(&Load) -> f64| -> Vec<f64> { target.loads.iter().map(f).collect() };
     for target in &targets {
-        let qps = column(target, |l| l.qps);
-        let average = column(target, |l| l.average_ms);
-        let p99 = column(target, |l| l.p99_ms);
-        let cpu = column(target, |l| l.cpu_seconds * 1e6 / l.completed as f64);
+        let loads = &target.loads;
         println!(
-            "  {:<26} {:>8.0} q/s [{}], avg {:.3} ms [{}], p99 {:.3} ms [{}], CPU {:.1} µs/query [{}]",
+            "  {:<26} {}, avg {}, p99 {}, CPU {}",
             target.name,
-            median(&mut qps.clone()),
-            spread(&qps, 0),
-            median(&mut average.clone()),
-            spread(&average, 3),
-            median(&mut p99.clone()),
-            spread(&p99, 3),
-            median(&mut cpu.clone()),
-            spread(&cpu, 1)
+            summary(&column(loads, |l| l.qps), 0, " q/s"),
+            summary(&column(loads, |l| l.average_ms), 3, " ms"),
+            summary(&column(loads, |l| l.p99_ms), 3, " ms"),
+            summary(
+                &column(loads, |l| l.cpu_seconds * 1e6 / l.completed as f64),
+                1,
+                " µs/query"
+            ),
         );
     }
     // Ratios per round (neighbouring loads share the machine's mood), then their median.
-    let ratio = |a: &Target, b: &Target, f: fn(&Load) -> f64| -> Vec<f64> {
-        a.loads
-            .iter()
-            .zip(&b.loads)
-            .map(|(x, y)| f(x) / f(y))
-            .collect()
-    };
     let per_query_cpu: fn(&Load) -> f64 = |l| l.cpu_seconds / l.completed as f64;
+    let ratios_line = |a: &[Load], b: &[Load]| {
+        format!(
+            "q/s {}, p99 {}, CPU per query {}",
+            summary(&ratios(a, b, |l| l.qps), 2, "x"),
+            summary(&ratios(a, b, |l| l.p99_ms), 2, "x"),
+            summary(&ratios(a, b, per_query_cpu), 2, "x"),
+        )
+    };
     for (a, b) in [(0, 1), (2, 1), (0, 2)] {
         let (a, b) = (&targets[a], &targets[b]);
-        let qps = ratio(a, b, |l| l.qps);
-        let p99 = ratio(a, b, |l| l.p99_ms);
-        let cpu = ratio(a, b, per_query_cpu);
         println!(
-            "  {} / {}: q/s {:.2}x [{}], p99 {:.2}x [{}], CPU per query {:.2}x [{}]",
+            "  {} / {}: {}",
             a.name,
             b.name,
-            median(&mut qps.clone()),
-            spread(&qps, 2),
-            median(&mut p99.clone()),
-            spread(&p99, 2),
-            median(&mut cpu.clone()),
-            spread(&cpu, 2)
+            ratios_line(&a.loads, &b.loads)
         );
     }
     let (a, b) = (&targets[0], &targets[1]);
-    let unique = |f: fn(&Load) -> f64| -> Vec<f64> {
-        a.unique_loads
-            .iter()
-            .zip(&b.unique_loads)
-            .map(|(x, y)| f(x) / f(y))
-            .collect()
-    };
-    let (qps, p99, cpu) = (
-        unique(|l| l.qps),
-        unique(|l| l.p99_ms),
-        unique(per_query_cpu),
-    );
-    let embedded_qps: Vec<f64> = a.unique_loads.iter().map(|l| l.qps).collect();
-    let bind_qps: Vec<f64> = b.unique_loads.iter().map(|l| l.qps).collect();
     println!(
-        "  unique names (no answer repeats): {} {:.0} q/s [{}], {} {:.0} q/s [{}]; \
-         ratio q/s {:.2}x [{}], p99 {:.2}x [{}], CPU per query {:.2}x [{}]",
+        "  unique names (no answer repeats): {} {}, {} {}; ratio {}",
         a.name,
-        median(&mut embedded_qps.clone()),
-        spread(&embedded_qps, 0),
+        summary(&column(&a.unique_loads, |l| l.qps), 0, " q/s"),
         b.name,
-        median(&mut bind_qps.clone()),
-        spread(&bind_qps, 0),
-        median(&mut qps.clone()),
-        spread(&qps, 2),
-        median(&mut p99.clone()),
-        spread(&p99, 2),
-        median(&mut cpu.clone()),
-        spread(&cpu, 2)
+        summary(&column(&b.unique_loads, |l| l.qps), 0, " q/s"),
+        ratios_line(&a.unique_loads, &b.unique_loads)
     );
     // The embedded server's answer path alone (decode, look up, encode), without socket or
     // runtime: what is left of its CPU per query under load is the UDP path.
