@@ -13,7 +13,7 @@ use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
-use crate::dns_secondary::{Replica, axfr};
+use crate::dns_secondary::{Replica, axfr, replica_dirs, wait_for_early_in_a_minute, zone_records};
 use crate::support::bind::{Bind, KEY_NAME, SECRET};
 use crate::support::dig;
 use crate::support::net::{free_port, require_binary};
@@ -320,31 +320,16 @@ fn ed25519_replicas_serve_the_same_signed_zone() {
     generate_key(&key_path, "ed25519");
     let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
     // Both replicas start in the same minute window, so they agree on the serial.
-    while std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 60
-        > 40
-    {
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_for_early_in_a_minute();
     let (dns_a, dns_b) = (free_port(), free_port());
     let extra = [
         std::ffi::OsStr::new("--embedded-dnssec-key"),
         key_path.as_os_str(),
     ];
-    std::fs::create_dir_all(work.path().join("a")).unwrap();
-    std::fs::create_dir_all(work.path().join("b")).unwrap();
-    let _replica_a = Replica::start_with(&manifests, &work.path().join("a"), dns_a, &extra);
-    let _replica_b = Replica::start_with(&manifests, &work.path().join("b"), dns_b, &extra);
-    let records = |dns: u16| -> Vec<String> {
-        axfr(([127, 0, 0, 1], dns).into(), ZONE, Some(&key))
-            .lines()
-            .filter(|line| !line.is_empty() && !line.starts_with(';'))
-            .map(String::from)
-            .collect()
-    };
+    let (dir_a, dir_b) = replica_dirs(work.path());
+    let _replica_a = Replica::start_with(&manifests, &dir_a, dns_a, &extra);
+    let _replica_b = Replica::start_with(&manifests, &dir_b, dns_b, &extra);
+    let records = |dns: u16| zone_records(&axfr(([127, 0, 0, 1], dns).into(), ZONE, Some(&key)));
     let (zone_a, zone_b) = (records(dns_a), records(dns_b));
     assert!(
         zone_a.iter().any(|line| line.contains("\tRRSIG\t")),

@@ -1,6 +1,7 @@
 //! The embedded server as a hidden primary: a real BIND secondary pulls the zone with TSIG,
 //! and follows each change through NOTIFY and a transfer.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -232,14 +233,14 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
 pub(crate) struct Replica(std::process::Child);
 
 impl Replica {
-    fn start(manifests: &std::path::Path, work: &std::path::Path, dns: u16) -> Replica {
+    fn start(manifests: &Path, work: &Path, dns: u16) -> Replica {
         Self::start_with(manifests, work, dns, &[])
     }
 
     /// [`Replica::start`] with `extra` arguments to `serve`.
     pub(crate) fn start_with(
-        manifests: &std::path::Path,
-        work: &std::path::Path,
+        manifests: &Path,
+        work: &Path,
         dns: u16,
         extra: &[&std::ffi::OsStr],
     ) -> Replica {
@@ -283,6 +284,36 @@ impl Drop for Replica {
     }
 }
 
+/// Waits until at most 40 s into the current minute: serials follow one-minute windows, so
+/// replicas started now (and restarted within seconds) share one window.
+pub(crate) fn wait_for_early_in_a_minute() {
+    let seconds_into_minute = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |now| now.as_secs() % 60)
+    };
+    while seconds_into_minute() > 40 {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Two replicas' working directories, made under `work`.
+pub(crate) fn replica_dirs(work: &Path) -> (PathBuf, PathBuf) {
+    let dirs = (work.join("a"), work.join("b"));
+    std::fs::create_dir_all(&dirs.0).unwrap();
+    std::fs::create_dir_all(&dirs.1).unwrap();
+    dirs
+}
+
+/// The records of a `dig` zone transfer's output, without comments and blank lines.
+pub(crate) fn zone_records(transfer: &str) -> Vec<String> {
+    transfer
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with(';'))
+        .map(String::from)
+        .collect()
+}
+
 fn serial(dns: u16) -> u32 {
     dig::query(([127, 0, 0, 1], dns).into(), "example.com", "SOA", true)
         .soa_serial()
@@ -295,35 +326,20 @@ fn replicas_over_the_same_manifests_agree_and_a_restart_keeps_the_serial() {
     let manifests = crate::support::webhook::examples_dir().join("cluster");
     let key = format!("hmac-sha256:{KEY_NAME}:{SECRET}");
     // The serial follows minute windows: both start in the same one, and the restart too.
-    while std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 60
-        > 40
-    {
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_for_early_in_a_minute();
     let (dns_a, dns_b) = (free_port(), free_port());
-    std::fs::create_dir_all(work.path().join("a")).unwrap();
-    std::fs::create_dir_all(work.path().join("b")).unwrap();
-    let replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
-    let _replica_b = Replica::start(&manifests, &work.path().join("b"), dns_b);
+    let (dir_a, dir_b) = replica_dirs(work.path());
+    let replica_a = Replica::start(&manifests, &dir_a, dns_a);
+    let _replica_b = Replica::start(&manifests, &dir_b, dns_b);
     let transfer_a = axfr(([127, 0, 0, 1], dns_a).into(), "example.com", Some(&key));
     let transfer_b = axfr(([127, 0, 0, 1], dns_b).into(), "example.com", Some(&key));
     assert!(transfer_a.contains("203.0.113.10"), "{transfer_a}");
-    let records = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|line| !line.is_empty() && !line.starts_with(';'))
-            .map(String::from)
-            .collect()
-    };
-    assert_eq!(records(&transfer_a), records(&transfer_b));
+    assert_eq!(zone_records(&transfer_a), zone_records(&transfer_b));
     let before = serial(dns_a);
     assert_eq!(before, serial(dns_b));
 
     drop(replica_a);
-    let _replica_a = Replica::start(&manifests, &work.path().join("a"), dns_a);
+    let _replica_a = Replica::start(&manifests, &dir_a, dns_a);
     let after = serial(dns_a);
     eprintln!("serial before the restart {before}, after {after}");
     assert!(
@@ -331,11 +347,11 @@ fn replicas_over_the_same_manifests_agree_and_a_restart_keeps_the_serial() {
         "restart lowered the serial: {before} -> {after}"
     );
     assert_eq!(
-        records(&axfr(
+        zone_records(&axfr(
             ([127, 0, 0, 1], dns_a).into(),
             "example.com",
             Some(&key)
         )),
-        records(&transfer_b)
+        zone_records(&transfer_b)
     );
 }
