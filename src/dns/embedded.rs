@@ -1992,43 +1992,45 @@ mod tests {
         ));
     }
 
+    /// A signed server (no per-source answer limit) holding a.example.com A 192.0.2.1.
+    async fn signed_server(algorithm: crate::dns::dnssec::KeyAlgorithm) -> EmbeddedDns {
+        let (key, _) = ZoneKey::generate(algorithm).unwrap();
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.udp_answers_per_source_per_second = 0;
+        config.dnssec_keys = vec![Arc::new(key)];
+        let server = EmbeddedDns::start(config).await.unwrap();
+        server
+            .apply_changes(&Changes {
+                create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
+                ..Changes::default()
+            })
+            .unwrap();
+        server
+    }
+
+    /// The expiration of the first RRSIG in an answer section.
+    fn rrsig_expiration(answer: &Message) -> Option<u32> {
+        answer.answers.iter().find_map(|record| match &record.data {
+            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
+                Some(sig.input().sig_expiration.get())
+            }
+            _ => None,
+        })
+    }
+
     /// The signature expiration on the A answer of a.example.com asked with the DO bit.
     fn signed_a_expiration(server: &EmbeddedDns) -> u32 {
-        let mut request = Message::query();
-        request.add_query(Query::query(
-            wire_name("a.example.com").unwrap(),
-            WireType::A,
-        ));
-        let mut edns = Edns::new();
-        edns.set_dnssec_ok(true);
-        request.set_edns(edns);
-        let answer = server.answer(&request.to_vec().unwrap(), None).unwrap();
-        let answer = Message::from_vec(&answer[0]).unwrap();
-        answer
-            .answers
-            .iter()
-            .find_map(|record| match &record.data {
-                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
-                    Some(sig.input().sig_expiration.get())
-                }
-                _ => None,
-            })
-            .expect("an RRSIG with the DO bit")
+        let answer = server
+            .answer(&a_query(0, true).to_vec().unwrap(), None)
+            .unwrap();
+        rrsig_expiration(&Message::from_vec(&answer[0]).unwrap()).expect("an RRSIG with the DO bit")
     }
 
     #[tokio::test]
     async fn signatures_are_renewed_at_the_next_signing_period_with_a_new_serial() {
         use crate::dns::dnssec::{KeyAlgorithm, RESIGN_PERIOD, VALIDITY_PERIODS};
-        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
-        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        config.dnssec_keys = vec![Arc::new(key)];
-        let server = EmbeddedDns::start(config).await.unwrap();
-        let create = Changes {
-            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
-            ..Changes::default()
-        };
-        server.apply_changes(&create).unwrap();
+        let server = signed_server(KeyAlgorithm::Ed25519).await;
         let now = unix_now();
         let serial = server.serial("example.com").unwrap();
         let expiration = signed_a_expiration(&server);
@@ -2063,17 +2065,7 @@ mod tests {
 
     #[tokio::test]
     async fn rrsig_queries_get_the_signatures_and_no_denial_proof() {
-        use crate::dns::dnssec::KeyAlgorithm;
-        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ecdsap256sha256).unwrap();
-        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        config.dnssec_keys = vec![Arc::new(key)];
-        let server = EmbeddedDns::start(config).await.unwrap();
-        let create = Changes {
-            create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
-            ..Changes::default()
-        };
-        server.apply_changes(&create).unwrap();
+        let server = signed_server(crate::dns::dnssec::KeyAlgorithm::Ecdsap256sha256).await;
         let mut request = Message::query();
         request.add_query(Query::query(
             wire_name("a.example.com").unwrap(),
@@ -2200,27 +2192,9 @@ mod tests {
     #[tokio::test]
     async fn re_signing_empties_the_udp_answer_cache() {
         use crate::dns::dnssec::{KeyAlgorithm, RESIGN_PERIOD};
-        let (key, _) = ZoneKey::generate(KeyAlgorithm::Ed25519).unwrap();
-        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        config.udp_answers_per_source_per_second = 0;
-        config.dnssec_keys = vec![Arc::new(key)];
-        let server = EmbeddedDns::start(config).await.unwrap();
-        server
-            .apply_changes(&Changes {
-                create: vec![Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"])],
-                ..Changes::default()
-            })
-            .unwrap();
+        let server = signed_server(KeyAlgorithm::Ed25519).await;
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let expiration = |answer: &Message| {
-            answer.answers.iter().find_map(|record| match &record.data {
-                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::RRSIG(sig)) => {
-                    Some(sig.input().sig_expiration.get())
-                }
-                _ => None,
-            })
-        };
+        let expiration = rrsig_expiration;
         let before = ask_over_udp(&client, server.local_addr(), &a_query(1, true)).await;
         let cached = ask_over_udp(&client, server.local_addr(), &a_query(2, true)).await;
         assert_eq!(expiration(&before), expiration(&cached));
