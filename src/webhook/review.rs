@@ -108,7 +108,7 @@ impl std::fmt::Display for Operation {
 /// tolerant read then takes the member as absent.
 impl<'de> Deserialize<'de> for Operation {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <Cow<'de, str>>::deserialize(deserializer)?;
+        let Text(text) = Text::deserialize(deserializer)?;
         Ok(Operation::from_wire(&text))
     }
 }
