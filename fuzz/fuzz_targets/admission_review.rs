@@ -42,6 +42,6 @@ fuzz_target!(|body: &[u8]| {
     };
     assert_eq!(
         value["response"]["uid"].as_str(),
-        Some(request.uid.as_str())
+        Some(&*request.uid)
     );
 });

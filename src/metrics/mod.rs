@@ -521,6 +521,22 @@ impl Metrics {
         }
     }
 
+    /// [`Self::record_decision`] for a finding the engine made: its counter is found by the
+    /// enums' positions, without comparing names.
+    pub fn record_finding(&self, reason: Reason, action: Action) {
+        let reason_slot = Reason::ALL.iter().position(|r| *r == reason);
+        let action_slot = Action::ALL.iter().position(|a| *a == action);
+        match reason_slot
+            .zip(action_slot)
+            .and_then(|(r, a)| self.known_decisions.get(r * Action::ALL.len() + a))
+        {
+            Some(counter) => {
+                counter.inc();
+            }
+            None => self.record_decision(reason.as_str(), action.as_str()),
+        }
+    }
+
     /// Counts one evaluation that did not complete normally.
     pub fn record_evaluation_error(&self, kind: EvaluationErrorKind) {
         self.evaluation_errors
@@ -745,11 +761,13 @@ mod tests {
         let metrics = Metrics::new();
         metrics.record_decision("HostnameConflict", "deny");
         metrics.record_decision("HostnameConflict", "deny");
+        // The engine's findings count into the same series as their names.
+        metrics.record_finding(Reason::HostnameConflict, Action::Deny);
         metrics.record_decision("Odd\"Reason\\", "warn");
         metrics.set_cache_objects("HTTPRoute", 20_000);
         let text = metrics.render();
         assert!(text.contains(
-            "gateway_dns_admission_decisions_total{reason=\"HostnameConflict\",action=\"deny\"} 2\n"
+            "gateway_dns_admission_decisions_total{reason=\"HostnameConflict\",action=\"deny\"} 3\n"
         ));
         assert!(text.contains(
             "gateway_dns_admission_decisions_total{reason=\"Odd\\\"Reason\\\\\",action=\"warn\"} 1\n"

@@ -164,7 +164,10 @@ impl raw::Object {
 
     fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
         let meta = self.metadata.into_meta(kind.is_namespaced())?;
-        let (spec, status) = (self.spec, self.status);
+        let (spec, status) = (
+            self.spec,
+            self.status.map_or_else(raw::Status::default, |s| *s),
+        );
         Ok(match kind {
             ObjectKind::Namespace => Object::Namespace(Arc::new(Namespace { meta })),
             ObjectKind::Gateway => Object::Gateway(Arc::new(raw::gateway(meta, spec, status)?)),
@@ -252,8 +255,19 @@ mod raw {
         pub metadata: Metadata,
         #[serde(default)]
         pub spec: Spec,
-        #[serde(default)]
-        pub status: Status,
+        /// Boxed, as the parts of `spec` only some kinds have: most objects under review have
+        /// no status, and every step of the read moves the object by value.
+        #[serde(default, deserialize_with = "boxed")]
+        pub status: Option<Box<Status>>,
+    }
+
+    /// A member read as before, into a box (`null` fails as it did unboxed).
+    fn boxed<'de, D, T>(deserializer: D) -> Result<Option<Box<T>>, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        T::deserialize(deserializer).map(|value| Some(Box::new(value)))
     }
 
     #[derive(Deserialize, Default, Clone, Debug)]
@@ -468,8 +482,8 @@ mod raw {
     pub struct Spec {
         #[serde(default, deserialize_with = "nullable")]
         pub listeners: Vec<RawListener>,
-        pub allowed_listeners: Option<RawAllowedListeners>,
-        pub parent_ref: Option<RawParentRef>,
+        pub allowed_listeners: Option<Box<RawAllowedListeners>>,
+        pub parent_ref: Option<Box<RawParentRef>>,
         #[serde(default, deserialize_with = "nullable")]
         pub parent_refs: Vec<RawParentRef>,
         #[serde(default, deserialize_with = "nullable")]

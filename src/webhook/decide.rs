@@ -94,7 +94,7 @@ fn finding_line(v: &Violation) -> String {
 }
 
 /// Decides one AdmissionReview request.
-pub fn decide(snap: &Snapshot, request: &AdmissionRequest) -> Decision {
+pub fn decide(snap: &Snapshot, request: &AdmissionRequest<'_>) -> Decision {
     let operation = request.operation;
     if !matches!(operation, Operation::Create | Operation::Update) {
         // DELETE (and CONNECT) are always allowed: removing a claim never breaks DNS rules.
@@ -394,7 +394,7 @@ impl AdmissionHandler for EngineHandler {
     /// microseconds, decided on the request's task (still within a slot). A big route, and any
     /// Gateway or ListenerSet change (which re-evaluates every attached route), goes to the
     /// blocking pool under the deadline.
-    fn is_quick(&self, request: &AdmissionRequest) -> bool {
+    fn is_quick(&self, request: &AdmissionRequest<'_>) -> bool {
         if request.operation == Operation::Delete {
             return true;
         }
@@ -412,7 +412,7 @@ impl AdmissionHandler for EngineHandler {
             && small(request.old_object.as_ref())
     }
 
-    fn handle(&self, request: &AdmissionRequest) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict {
         let decision = self.index.read(|snapshot| decide(snapshot, request));
         if let Some(why) = &decision.unreadable {
             self.metrics
@@ -420,8 +420,7 @@ impl AdmissionHandler for EngineHandler {
             tracing::warn!(error = %why, "could not read the object under review; allowed");
         }
         for finding in &decision.findings {
-            self.metrics
-                .record_decision(finding.reason.as_str(), finding.action.as_str());
+            self.metrics.record_finding(finding.reason, finding.action);
             if finding.action == Action::Audit {
                 tracing::info!(object = %finding.object, reason = %finding.reason, "audit finding: {}", finding.message);
             }

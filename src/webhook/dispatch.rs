@@ -19,14 +19,13 @@ use crate::metrics::EvaluationErrorKind;
 /// Kept out of the API server's own timeout so our answer arrives before it gives up.
 const APISERVER_TIMEOUT_MARGIN: Duration = Duration::from_millis(200);
 
-/// Decides `review`, which arrived at `arrived`, within its deadline. Returns the uid to answer
-/// with and the verdict.
+/// Decides `review`, which arrived at `arrived`, within its deadline.
 pub(super) async fn decide(
     state: &WebhookState,
-    review: AdmissionRequest,
+    review: &AdmissionRequest<'_>,
     uri: &Uri,
     arrived: TokioInstant,
-) -> (String, Verdict) {
+) -> Verdict {
     let deadline = effective_deadline(state.options.admission_deadline, uri);
     // A quick decision still takes a slot: the slot limit holds for every review. With no
     // slot free it waits like any other, until its deadline.
@@ -34,16 +33,16 @@ pub(super) async fn decide(
     // between cores on every review.
     let slot = state
         .handler
-        .is_quick(&review)
+        .is_quick(review)
         .then(|| state.evaluation_slots.try_acquire().ok())
         .flatten();
     if let Some(_slot) = slot {
-        let verdict = decide_inline(state, &review);
-        (review.uid, verdict)
+        decide_inline(state, review)
     } else {
-        let uid = review.uid.clone();
-        let verdict = evaluate_on_blocking_pool(state, review, arrived + deadline, deadline).await;
-        (uid, verdict)
+        // The blocking pool outlives the body the review borrows from: it gets its own copy
+        // (the objects are shared, only the envelope's texts are copied).
+        let owned = review.clone().into_owned();
+        evaluate_on_blocking_pool(state, owned, arrived + deadline, deadline).await
     }
 }
 
@@ -51,7 +50,7 @@ pub(super) async fn decide(
 /// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
 /// a small machine) cost several times the decision itself. It runs only with a free slot and
 /// never waits; a panic becomes an "allowed" verdict with a warning and a metric.
-fn decide_inline(state: &WebhookState, request: &AdmissionRequest) -> Verdict {
+fn decide_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> Verdict {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         state.handler.handle(request)
     }));
@@ -63,7 +62,7 @@ fn decide_inline(state: &WebhookState, request: &AdmissionRequest) -> Verdict {
 /// "allowed" verdict with a warning and a metric.
 async fn evaluate_on_blocking_pool(
     state: &WebhookState,
-    request: AdmissionRequest,
+    request: AdmissionRequest<'static>,
     deadline_at: TokioInstant,
     deadline: Duration,
 ) -> Verdict {

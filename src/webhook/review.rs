@@ -19,35 +19,37 @@ pub trait AdmissionHandler: Send + Sync + 'static {
     /// Called on the blocking pool (or, when [`Self::is_quick`], on the request's own task);
     /// must not block for long: the server answers "allowed" with an `EvaluationTimeout`
     /// warning once the admission deadline passes.
-    fn handle(&self, request: &AdmissionRequest) -> Verdict;
+    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict;
 
     /// True when deciding `request` is quick and bounded (microseconds): the server then runs
     /// it on the request's own task instead of the blocking pool. Default: not quick.
-    fn is_quick(&self, _request: &AdmissionRequest) -> bool {
+    fn is_quick(&self, _request: &AdmissionRequest<'_>) -> bool {
         false
     }
 }
 
 impl<F> AdmissionHandler for F
 where
-    F: Fn(&AdmissionRequest) -> Verdict + Send + Sync + 'static,
+    F: Fn(&AdmissionRequest<'_>) -> Verdict + Send + Sync + 'static,
 {
-    fn handle(&self, request: &AdmissionRequest) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict {
         self(request)
     }
 }
 
 /// The `request` member of an AdmissionReview: what a handler reads. The objects arrive already
 /// read by the model's decoder, in the same pass as the envelope: no JSON tree, no second scan.
+/// Its texts borrow from the request body where they need no unescaping (`'a`), so reading
+/// them allocates nothing; [`AdmissionRequest::into_owned`] detaches a request from the body.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AdmissionRequest {
-    pub uid: String,
+pub struct AdmissionRequest<'a> {
+    pub uid: Cow<'a, str>,
     /// `request.kind`: the type of the object under review (empty when absent).
-    pub kind: GroupVersionKind,
+    pub kind: GroupVersionKind<'a>,
     /// `request.operation` ([`Operation::Unknown`] when absent or not one of the four).
     pub operation: Operation,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
     pub dry_run: bool,
     /// `request.object`; None when absent or null (DELETE).
     pub object: Option<ReviewObject>,
@@ -106,17 +108,61 @@ impl std::fmt::Display for Operation {
 /// tolerant read then takes the member as absent.
 impl<'de> Deserialize<'de> for Operation {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <Cow<'de, str>>::deserialize(deserializer)?;
+        let Text(text) = Text::deserialize(deserializer)?;
         Ok(Operation::from_wire(&text))
     }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-pub struct GroupVersionKind {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
+pub struct GroupVersionKind<'a> {
+    #[serde(borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+impl GroupVersionKind<'_> {
+    pub fn into_owned(self) -> GroupVersionKind<'static> {
+        GroupVersionKind {
+            group: Cow::Owned(self.group.into_owned()),
+            version: Cow::Owned(self.version.into_owned()),
+            kind: Cow::Owned(self.kind.into_owned()),
+        }
+    }
+}
+
+/// A JSON string borrowed from the body when it has no escapes, else unescaped into its own
+/// buffer. (`Cow<str>`'s own `Deserialize` always copies; a derived field of that exact type
+/// borrows, but not one inside an `Option`.)
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(Visitor(std::marker::PhantomData))
+    }
+}
+
+fn into_cow(member: Option<Text<'_>>) -> Option<Cow<'_, str>> {
+    member.map(|Text(text)| text)
 }
 
 /// The members of `request` as they sit in the body; read further by [`Members::into_request`].
@@ -141,20 +187,20 @@ struct Members<'a> {
     old_object: Option<&'a RawValue>,
 }
 
-impl Members<'_> {
+impl<'a> Members<'a> {
     /// Only a string `uid` is required; members of the wrong type read as absent, as
     /// kube-apiserver never sends them so.
-    fn into_request(self) -> Result<AdmissionRequest, Error> {
+    fn into_request(self) -> Result<AdmissionRequest<'a>, Error> {
         fn read<'a, T: Deserialize<'a>>(member: Option<&'a RawValue>) -> Option<T> {
             serde_json::from_str(member?.get()).ok()
         }
-        let uid: String = read(self.uid).ok_or(Error::MissingUid)?;
+        let uid = into_cow(read(self.uid)).ok_or(Error::MissingUid)?;
         Ok(AdmissionRequest {
             uid,
             kind: read(self.kind).unwrap_or_default(),
             operation: read(self.operation).unwrap_or_default(),
-            namespace: read(self.namespace),
-            name: read(self.name),
+            namespace: into_cow(read(self.namespace)),
+            name: into_cow(read(self.name)),
             dry_run: read(self.dry_run).unwrap_or(false),
             object: self.object.map(read_object),
             old_object: self.old_object.map(read_object),
@@ -220,19 +266,34 @@ impl<'de: 'a, 'a> Deserialize<'de> for RequestMember<'a> {
     }
 }
 
-impl AdmissionRequest {
+impl<'a> AdmissionRequest<'a> {
     /// Reads the `request` member from its JSON text.
-    pub fn from_json(text: &str) -> Result<AdmissionRequest, Error> {
+    pub fn from_json(text: &'a str) -> Result<AdmissionRequest<'a>, Error> {
         let members: Members<'_> = serde_json::from_str(text).map_err(|_| Error::MissingRequest)?;
         members.into_request()
     }
 
     /// Builds a request from a JSON tree (tests and tools).
-    pub fn from_value(request: &Value) -> Result<AdmissionRequest, Error> {
+    pub fn from_value(request: &Value) -> Result<AdmissionRequest<'static>, Error> {
         if !request.is_object() {
             return Err(Error::MissingRequest);
         }
-        AdmissionRequest::from_json(&request.to_string())
+        AdmissionRequest::from_json(&request.to_string()).map(AdmissionRequest::into_owned)
+    }
+
+    /// The same request with texts of its own, apart from the body it was read from.
+    pub fn into_owned(self) -> AdmissionRequest<'static> {
+        let owned = |text: Cow<'_, str>| Cow::Owned(text.into_owned());
+        AdmissionRequest {
+            uid: owned(self.uid),
+            kind: self.kind.into_owned(),
+            operation: self.operation,
+            namespace: self.namespace.map(owned),
+            name: self.name.map(owned),
+            dry_run: self.dry_run,
+            object: self.object,
+            old_object: self.old_object,
+        }
     }
 
     /// The object under review when gateway-dns could read it.
@@ -319,7 +380,7 @@ pub enum Error {
 /// typed read (bad input, odd member types, an object of another shape) is read again by the
 /// tolerant path, which gives the same answer for well-formed reviews and the precise error
 /// for the rest.
-pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, Error> {
+pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<'_>, Error> {
     if let Some(request) = std::str::from_utf8(body).ok().and_then(parse_typed) {
         return Ok(request);
     }
@@ -327,24 +388,28 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, Error> {
 }
 
 /// The one-pass read of a well-formed review; None sends the body to [`parse_tolerantly`].
-fn parse_typed(text: &str) -> Option<AdmissionRequest> {
+fn parse_typed(text: &str) -> Option<AdmissionRequest<'_>> {
     #[derive(Deserialize)]
     struct Envelope<'a> {
         #[serde(rename = "apiVersion")]
         api_version: &'a str,
         kind: &'a str,
-        request: TypedMembers,
+        #[serde(borrow)]
+        request: TypedMembers<'a>,
     }
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
-    struct TypedMembers {
-        uid: String,
-        #[serde(default)]
-        kind: GroupVersionKind,
+    struct TypedMembers<'a> {
+        #[serde(borrow)]
+        uid: Text<'a>,
+        #[serde(default, borrow)]
+        kind: GroupVersionKind<'a>,
         #[serde(default)]
         operation: Operation,
-        namespace: Option<String>,
-        name: Option<String>,
+        #[serde(borrow)]
+        namespace: Option<Text<'a>>,
+        #[serde(borrow)]
+        name: Option<Text<'a>>,
         dry_run: Option<bool>,
         object: Option<Projection>,
         old_object: Option<Projection>,
@@ -355,11 +420,11 @@ fn parse_typed(text: &str) -> Option<AdmissionRequest> {
     }
     let members = envelope.request;
     Some(AdmissionRequest {
-        uid: members.uid,
+        uid: members.uid.0,
         kind: members.kind,
         operation: members.operation,
-        namespace: members.namespace,
-        name: members.name,
+        namespace: into_cow(members.namespace),
+        name: into_cow(members.name),
         dry_run: members.dry_run.unwrap_or(false),
         object: members.object.map(|projection| projection.0),
         old_object: members.old_object.map(|projection| projection.0),
@@ -368,7 +433,7 @@ fn parse_typed(text: &str) -> Option<AdmissionRequest> {
 
 /// Reads any body: the envelope's and the request's members as raw JSON, each then read on its
 /// own, so a member of the wrong type reads as absent and a bad body gets a precise error.
-fn parse_tolerantly(body: &[u8]) -> Result<AdmissionRequest, Error> {
+fn parse_tolerantly(body: &[u8]) -> Result<AdmissionRequest<'_>, Error> {
     #[derive(Deserialize)]
     struct Envelope<'a> {
         #[serde(rename = "apiVersion", borrow)]
@@ -445,7 +510,8 @@ mod tests {
 
     #[test]
     fn parse_review_checks_the_envelope() {
-        let parsed = parse_review(&review(json!({"uid": "abc", "operation": "CREATE"}))).unwrap();
+        let body = review(json!({"uid": "abc", "operation": "CREATE"}));
+        let parsed = parse_review(&body).unwrap();
         assert_eq!(parsed.uid, "abc");
         assert_eq!(parsed.operation, Operation::Create);
         assert!(parsed.object.is_none());
@@ -507,12 +573,10 @@ mod tests {
         }
         assert!(parsed.old_object.is_none());
         // Members of the wrong type read as absent; only the uid is required.
-        let odd = parse_review(&review(
-            json!({"uid": "u", "operation": 5, "kind": "x", "dryRun": "yes"}),
-        ))
-        .unwrap();
+        let body = review(json!({"uid": "u", "operation": 5, "kind": "x", "dryRun": "yes"}));
+        let odd = parse_review(&body).unwrap();
         assert_eq!(
-            (odd.operation, odd.kind.kind.as_str(), odd.dry_run),
+            (odd.operation, &*odd.kind.kind, odd.dry_run),
             (Operation::Unknown, "", false)
         );
         // Escaped envelope strings still match.
@@ -571,18 +635,16 @@ mod tests {
             one_pass.push(assert_both_paths_agree(&review(request)));
         }
         assert_eq!(one_pass, [false, false, false, false, true]);
-        let unreadable = parse_review(&review(
-            json!({"uid": "u", "object": route(json!({"hostnames": "x"}))}),
-        ))
-        .unwrap();
+        let body = review(json!({"uid": "u", "object": route(json!({"hostnames": "x"}))}));
+        let unreadable = parse_review(&body).unwrap();
         match unreadable.object {
             Some(Err(DecodeError::Field { path, .. })) => assert_eq!(path, "spec.hostnames"),
             other => panic!("expected a field error, got {other:?}"),
         }
-        let foreign = parse_review(&review(
+        let body = review(
             json!({"uid": "u", "object": {"apiVersion": "v1", "kind": "ConfigMap", "spec": [1]}}),
-        ))
-        .unwrap();
+        );
+        let foreign = parse_review(&body).unwrap();
         assert!(matches!(foreign.object, Some(Ok(None))));
     }
 }

@@ -395,8 +395,8 @@ async fn answer_review(
             );
         }
     };
-    drop(body);
-    let (uid, verdict) = dispatch::decide(state, review, uri, arrived).await;
+    let verdict = dispatch::decide(state, &review, uri, arrived).await;
+    let uid = &*review.uid;
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
     tracing::debug!(
         %uid,
@@ -405,7 +405,7 @@ async fn answer_review(
         elapsed = ?arrived.elapsed(),
         "answered admission review"
     );
-    (json_body_response(encoded_answer(&uid, &verdict)), outcome)
+    (json_body_response(encoded_answer(uid, &verdict)), outcome)
 }
 
 /// The answer's JSON, written into a buffer kept per thread and copied out at its exact size:

@@ -417,7 +417,7 @@ fn both_reasons_follow_actions_and_modes() {
 
 // ---------------------------------------------------------------- the webhook's view
 
-fn review(operation: &str, object: &Value, old: Option<&Value>) -> AdmissionRequest {
+fn review(operation: &str, object: &Value, old: Option<&Value>) -> AdmissionRequest<'static> {
     let mut request = json!({
         "uid": "u",
         "operation": operation,

@@ -61,7 +61,7 @@ fn admission_reviews_of_the_corpus_get_a_json_answer_with_their_uid() {
             .unwrap_or_else(|e| panic!("{name}: the answer does not parse: {e}"));
         assert_eq!(
             value["response"]["uid"].as_str(),
-            Some(request.uid.as_str()),
+            Some(&*request.uid),
             "{name}"
         );
         decided += 1;
