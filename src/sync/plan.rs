@@ -211,37 +211,107 @@ pub fn plan_with(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
-    let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
-    let ownership = OwnershipIndex::from_records(current, registry);
-    let undecryptable = ownership.undecryptable().iter().cloned().collect();
-    let mut planner = Planner {
-        current: Current::read(current, &zones, &ownership),
-        registry,
-        policy,
-        zones,
-        ownership,
-        txt_edits: BTreeMap::new(),
-        kept: BTreeMap::new(),
-        plan: Plan {
-            undecryptable,
-            ..Plan::default()
-        },
-    };
-    // Copies only of the records not in canonical form already (nearly none are): the plan
-    // reads the desired records where they are.
-    let canonical_copies: BTreeMap<usize, Endpoint> = desired
-        .iter()
-        .enumerate()
-        .filter_map(|(i, endpoint)| Some((i, normalized(endpoint)?)))
-        .collect();
-    let wanted = planner.wanted(desired, &canonical_copies);
-    let unwanted = planner.unwanted(&wanted);
-    let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
-    let deletes = planner.delete_unwanted(&unwanted);
-    if policy.allows_delete() {
-        planner.release_orphaned_ownership(&wanted, &unwanted);
+    Planned::new(desired, current, registry, policy, zones).copying(desired)
+}
+
+/// A plan decided but not yet written out: the records to create are still positions in the
+/// desired records, so that a caller that owns them can move them into the plan
+/// ([`Planned::taking`]) rather than copy them.
+pub(crate) struct Planned<'a> {
+    planner: Planner<'a>,
+    /// Positions in the desired records, in the order they are created.
+    creates: Vec<usize>,
+    /// Canonical copies of the desired records that were not canonical, by position.
+    canonical_copies: BTreeMap<usize, Endpoint>,
+    updates: Vec<Endpoint>,
+    deletes: Vec<Endpoint>,
+}
+
+impl<'a> Planned<'a> {
+    /// Decides the plan that brings `current` to `desired` (see [`plan`]).
+    pub(crate) fn new(
+        desired: &[Endpoint],
+        current: &'a [Endpoint],
+        registry: &'a TxtRegistry,
+        policy: Policy,
+        zones: &[String],
+    ) -> Planned<'a> {
+        let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
+        let ownership = OwnershipIndex::from_records(current, registry);
+        let undecryptable = ownership.undecryptable().iter().cloned().collect();
+        let mut planner = Planner {
+            current: Current::read(current, &zones, &ownership),
+            registry,
+            policy,
+            zones,
+            ownership,
+            txt_edits: BTreeMap::new(),
+            kept: BTreeMap::new(),
+            plan: Plan {
+                undecryptable,
+                ..Plan::default()
+            },
+        };
+        // Copies only of the records not in canonical form already (nearly none are): the plan
+        // reads the desired records where they are.
+        let canonical_copies: BTreeMap<usize, Endpoint> = desired
+            .iter()
+            .enumerate()
+            .filter_map(|(i, endpoint)| Some((i, normalized(endpoint)?)))
+            .collect();
+        let wanted = planner.wanted(desired, &canonical_copies);
+        let unwanted = planner.unwanted(&wanted);
+        let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
+        let deletes = planner.delete_unwanted(&unwanted);
+        if policy.allows_delete() {
+            planner.release_orphaned_ownership(&wanted, &unwanted);
+        }
+        drop(wanted);
+        Planned {
+            planner,
+            creates,
+            canonical_copies,
+            updates,
+            deletes,
+        }
     }
-    planner.finish(creates, updates, deletes)
+
+    /// The desired records blocked, and why.
+    pub(crate) fn blocked(&self) -> &[Blocked] {
+        &self.planner.plan.blocked
+    }
+
+    /// The plan, its creates copied from `desired` (the records given to [`Planned::new`]).
+    pub(crate) fn copying(mut self, desired: &[Endpoint]) -> Plan {
+        let creates = self.creates_from(|i| desired.get(i).cloned());
+        self.planner.finish(creates, self.updates, self.deletes)
+    }
+
+    /// The plan, its creates moved out of `desired` (the records given to [`Planned::new`]),
+    /// the rest of which is dropped before the ownership records are written out: a first pass
+    /// then holds every record once, not twice.
+    pub(crate) fn taking(mut self, desired: Vec<Endpoint>) -> Plan {
+        let mut slots: Vec<Option<Endpoint>> = desired.into_iter().map(Some).collect();
+        let creates = self.creates_from(|i| slots.get_mut(i).and_then(Option::take));
+        drop(slots);
+        self.planner.finish(creates, self.updates, self.deletes)
+    }
+
+    /// The records to create, each from its canonical copy or from `desired_at` its position,
+    /// with the TTL it is written with.
+    fn creates_from(
+        &mut self,
+        mut desired_at: impl FnMut(usize) -> Option<Endpoint>,
+    ) -> Vec<Endpoint> {
+        std::mem::take(&mut self.creates)
+            .into_iter()
+            .filter_map(|i| self.canonical_copies.remove(&i).or_else(|| desired_at(i)))
+            .map(|endpoint| Endpoint {
+                ttl: Some(endpoint.ttl_or_default()),
+                ..endpoint
+            })
+            .collect()
+    }
 }
 
 /// The records the zones hold now, as the plan reads them.
@@ -322,8 +392,16 @@ impl<'a> Current<'a> {
     }
 }
 
-/// The desired records in canonical form, one per (name, type).
-type Wanted<'d> = BTreeMap<(&'d str, RecordType), &'d Endpoint>;
+/// The desired records in canonical form, one per (name, type), with their positions.
+type Wanted<'d> = BTreeMap<(&'d str, RecordType), (usize, &'d Endpoint)>;
+
+/// Does `wanted` hold a record of any type at `name`?
+fn wants_name(wanted: &Wanted<'_>, name: &str) -> bool {
+    wanted
+        .range((name, RecordType::A)..=(name, RecordType::TXT))
+        .next()
+        .is_some()
+}
 
 /// What becomes of one wanted record that nothing blocks.
 enum Placement {
@@ -381,7 +459,7 @@ impl Planner<'_> {
             match reason {
                 Some(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 None => {
-                    wanted.insert(key, endpoint);
+                    wanted.insert(key, (i, endpoint));
                 }
             }
         }
@@ -414,9 +492,9 @@ impl Planner<'_> {
         &mut self,
         wanted: &Wanted<'_>,
         unwanted: &BTreeSet<(String, RecordType)>,
-    ) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    ) -> (Vec<usize>, Vec<Endpoint>) {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
-        for (&(name, record_type), &endpoint) in wanted {
+        for (&(name, record_type), &(index, endpoint)) in wanted {
             let record_type = &record_type;
             let txt_name = self.registry.txt_name(name, *record_type);
             let value = self.registry.value_for(
@@ -433,10 +511,7 @@ impl Planner<'_> {
                 Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 Ok((placement, value)) => {
                     match placement {
-                        Placement::Create => creates.push(Endpoint {
-                            ttl: Some(endpoint.ttl_or_default()),
-                            ..endpoint.clone()
-                        }),
+                        Placement::Create => creates.push(index),
                         Placement::Update => {
                             // A TTL no annotation asks for stays what the record has.
                             let ttl = endpoint.ttl.or_else(|| {
@@ -593,10 +668,9 @@ impl Planner<'_> {
         unwanted: &BTreeSet<(String, RecordType)>,
     ) {
         let owner_id = self.owner_id();
-        let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| *name).collect();
         let mut orphans: Vec<String> = Vec::new();
         for name in self.ownership.owned_legacy_names(owner_id) {
-            if !wanted_names.contains(name) && zone_of(name, &self.zones).is_some() {
+            if !wants_name(wanted, name) && zone_of(name, &self.zones).is_some() {
                 let still_published = RecordType::ALL.into_iter().any(|t| {
                     self.owned_by_us(name, t)
                         && self.current.data_record(name, t).is_some()
