@@ -860,6 +860,52 @@ mod tests {
         )
     }
 
+    #[test]
+    fn a_plan_taking_the_desired_records_equals_one_copying_them() {
+        // Created, updated, unchanged, blocked (outside the zones, a duplicate, not canonical).
+        let desired = vec![
+            a("new.example.com", "192.0.2.1"),
+            a("moved.example.com", "192.0.2.9"),
+            a("same.example.com", "192.0.2.3"),
+            a("elsewhere.example.org", "192.0.2.4"),
+            a("new.example.com", "192.0.2.5"),
+            Endpoint {
+                dns_name: "Upper.Example.com.".to_string(),
+                ..a("x", "192.0.2.6")
+            },
+        ];
+        let current = vec![
+            a("moved.example.com", "192.0.2.2").with_ttl(300),
+            ours("moved.example.com", RecordType::A),
+            a("same.example.com", "192.0.2.3").with_ttl(300),
+            ours("same.example.com", RecordType::A),
+            a("gone.example.com", "192.0.2.7").with_ttl(300),
+            ours("gone.example.com", RecordType::A),
+        ];
+        let registry = TxtRegistry::new(OWNER);
+        let copied = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
+        let planned = Planned::new(&desired, &current, &registry, Policy::Sync, &zones());
+        assert_eq!(planned.blocked(), copied.blocked.as_slice());
+        let taken = planned.taking(desired.clone());
+        assert_eq!(taken.changes, copied.changes);
+        assert_eq!(taken.blocked, copied.blocked);
+        assert_eq!(
+            names(&copied.changes.create),
+            [
+                "a-new.example.com TXT",
+                "a-upper.example.com TXT",
+                "new.example.com A",
+                "upper.example.com A"
+            ]
+        );
+        assert_eq!(
+            copied.changes.delete.len(),
+            2,
+            "{:?}",
+            copied.changes.delete
+        );
+    }
+
     fn names(endpoints: &[Endpoint]) -> Vec<String> {
         endpoints
             .iter()
