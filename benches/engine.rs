@@ -4,10 +4,8 @@
 //! `cargo bench --bench engine` (or `-- 1000 10000` for chosen sizes). Prints figures; it asserts
 //! nothing about speed.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
@@ -18,30 +16,11 @@ use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::Object;
 use serde_json::json;
 
-/// Counts live heap bytes so index memory can be measured, not guessed.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 #[path = "support/synthetic.rs"]
 mod synthetic;
@@ -67,14 +46,14 @@ fn measure(routes: usize) -> Figures {
     let gateways_only: Vec<Object> = objects[..GATEWAYS].to_vec();
 
     // Memory: the index with gateways only vs with every route, inputs dropped in both cases.
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let base = Snapshot::from_objects(cfg.clone(), gateways_only);
-    let with_gateways = LIVE.load(Ordering::Relaxed);
+    let with_gateways = counting::live();
     drop(base);
     let started = Instant::now();
     let snapshot = Snapshot::from_objects(cfg.clone(), objects);
     let build = started.elapsed();
-    let full = LIVE.load(Ordering::Relaxed);
+    let full = counting::live();
     let bytes_per_route = (full - before - (with_gateways - before)) as f64 / routes as f64;
 
     let settle = median(

@@ -19,8 +19,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -33,67 +31,23 @@ use serde_json::{Value, json};
 use support::apiserver::{ApiServer, gateway_api_v1_6_standard, namespace_type};
 use support::cluster::{ControlPlane, GatewayApi, Options, TOOLS_ENV};
 
-/// Counts live heap bytes and the peak since the last reset.
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = CURRENT.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let pointer = unsafe { System.alloc(layout) };
-        if !pointer.is_null() {
-            grew(layout.size());
-        }
-        pointer
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let pointer = unsafe { System.alloc_zeroed(layout) };
-        if !pointer.is_null() {
-            grew(layout.size());
-        }
-        pointer
-    }
-
-    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(pointer, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let moved = unsafe { System.realloc(pointer, layout, new_size) };
-        if !moved.is_null() {
-            if new_size >= layout.size() {
-                grew(new_size - layout.size());
-            } else {
-                CURRENT.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        moved
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
 
+/// Live heap bytes (never below zero: every allocation of the process is counted).
 fn heap() -> usize {
-    CURRENT.load(Ordering::Relaxed)
+    usize::try_from(counting::live()).unwrap_or(0)
 }
 
 fn reset_peak() -> usize {
-    let now = heap();
-    PEAK.store(now, Ordering::Relaxed);
-    now
+    usize::try_from(counting::reset_peak()).unwrap_or(0)
 }
 
 fn peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
+    usize::try_from(counting::peak()).unwrap_or(0)
 }
 
 const NAMESPACES: usize = 50;

@@ -9,10 +9,8 @@
 //! evaluation plus conflicts against the index) and applying it to the live index (start-up's
 //! work), the best of a few runs. Prints figures; asserts nothing about speed.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
@@ -23,45 +21,22 @@ use gateway_dns::webhook::decide::route_violations;
 #[path = "../tests/support/big_route.rs"]
 mod big_route;
 
-/// Counts live heap bytes and their peak, so memory is measured, not guessed.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn grew(by: isize) {
-    let live = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grew(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
 
 const LISTENERS: usize = 64;
 const RUNS: usize = 3;
 
 /// Runs `work` and returns its time and the heap it held at its peak above where it started.
 fn measure<R>(work: impl FnOnce() -> R) -> (Duration, usize) {
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = counting::reset_peak();
     let started = Instant::now();
     let result = work();
     let elapsed = started.elapsed();
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let peak = counting::peak() - before;
     drop(black_box(result));
     (elapsed, usize::try_from(peak).unwrap_or(0))
 }

@@ -17,12 +17,10 @@
 //! (default 2) waits longer before reading the process's figures, e.g. with
 //! `GATEWAY_DNS_INTERVAL=2s` (serve's `--interval`) to take resyncs into the peak.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_dns::dns::Provider;
@@ -36,47 +34,12 @@ use gateway_dns::sync::{SyncConfig, Syncer};
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RData, RecordType};
 
-/// Live heap bytes and their high-water mark since the last [`reset_peak`].
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn grew(by: isize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grew(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
+use counting::{live, peak, reset_peak};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
-
-fn reset_peak() -> isize {
-    let now = live();
-    PEAK.store(now, Ordering::Relaxed);
-    now
-}
-
-fn peak() -> isize {
-    PEAK.load(Ordering::Relaxed)
-}
+static ALLOC: counting::Counting = counting::Counting;
 
 const GATEWAYS: usize = 200;
 const NAMESPACES: usize = 20;

@@ -111,6 +111,28 @@ fn with_ns_name<R>(namespace: &str, name: &str, lookup: impl FnOnce(&str) -> R) 
     }
 }
 
+/// `sorted` reordered for inserting into an empty B-tree: every other item first, then the
+/// rest. Inserted in key order, a full leaf splits in two halves and the left one is never
+/// touched again, so leaves stay half full; the second round fills each leaf's gaps up to
+/// nearly full (docs/benchmarks.md, "Memory of the index").
+fn fill_order<T>(sorted: Vec<T>) -> impl Iterator<Item = T> {
+    let mut first = Vec::with_capacity(sorted.len().div_ceil(2));
+    let mut second = Vec::with_capacity(sorted.len() / 2);
+    for (i, item) in sorted.into_iter().enumerate() {
+        if i % 2 == 0 {
+            first.push(item);
+        } else {
+            second.push(item);
+        }
+    }
+    first.into_iter().chain(second)
+}
+
+/// The key order of routes: kind, namespace, name.
+fn name_of_route(route: &Route) -> (ObjectKind, &str, &str) {
+    (route.kind, &route.meta.namespace, &route.meta.name)
+}
+
 /// The (namespace, name) an object is listed under.
 fn name_of(object: &Object) -> (&str, &str) {
     let meta = object.meta();
@@ -223,15 +245,65 @@ impl Snapshot {
                 }
             }
         }
-        for route in routes {
-            let route = snap.cfg.trim_route(route);
-            let id: RouteId = Arc::new(route.key());
-            snap.link_parents(&id, &route);
-            let eval = Arc::new(RouteEval::default());
-            snap.routes.insert(id, RouteEntry { route, eval });
-        }
-        snap.reevaluate_all();
+        // Of routes listed twice the last one wins, as when applied one after the other.
+        routes.reverse();
+        routes.sort_by(|a, b| name_of_route(a).cmp(&name_of_route(b)));
+        routes.dedup_by(|later, kept| name_of_route(later) == name_of_route(kept));
+        snap.add_routes_in_bulk(routes);
         snap
+    }
+
+    /// Stores `routes` (sorted by key, none stored yet) and evaluates them, building the maps
+    /// in [`fill_order`] rather than one route at a time: the index of a whole directory or a
+    /// first list then takes about half the memory in its B-tree nodes.
+    fn add_routes_in_bulk(&mut self, routes: Vec<Arc<Route>>) {
+        let entries: Vec<(RouteId, RouteEntry)> = routes
+            .into_iter()
+            .map(|route| {
+                let route = self.cfg.trim_route(route);
+                let eval = Arc::new(evaluate_route(self, &self.cfg, &route));
+                (Arc::new(route.key()), RouteEntry { route, eval })
+            })
+            .collect();
+        for (id, entry) in fill_order(entries) {
+            self.link_parents(&id, &entry.route);
+            self.routes.insert(id, entry);
+        }
+        self.rebuild_claims();
+    }
+
+    /// The name → claimants map built anew from every route's evaluation.
+    fn rebuild_claims(&mut self) {
+        let mut claimed: Vec<(Arc<str>, RouteId)> = Vec::new();
+        for (id, entry) in self.routes.iter() {
+            let mut last: Option<&Arc<str>> = None;
+            for claim in entry.eval.claims.iter() {
+                if last.is_some_and(|l| *l == claim.name) {
+                    continue;
+                }
+                last = Some(&claim.name);
+                claimed.push((claim.name.clone(), id.clone()));
+            }
+        }
+        // By name, then route: each name's claimants come out sorted.
+        claimed.sort_unstable();
+        let mut grouped: Vec<(Arc<str>, Claimants)> = Vec::new();
+        let mut claimed = claimed.into_iter().peekable();
+        while let Some((name, id)) = claimed.next() {
+            let mut ids = vec![id];
+            while let Some((_, id)) = claimed.next_if(|(next, _)| *next == name) {
+                ids.push(id);
+            }
+            let claimants = match ids.len() {
+                1 => ids.pop().map(Claimants::One),
+                _ => Some(Claimants::Many(ids.into())),
+            };
+            grouped.extend(claimants.map(|claimants| (name, claimants)));
+        }
+        self.claims = OrdMap::new();
+        for (name, claimants) in fill_order(grouped) {
+            self.claims.insert(name, claimants);
+        }
     }
 
     pub fn gateways(&self) -> impl Iterator<Item = &Arc<Gateway>> {
@@ -362,6 +434,18 @@ impl Snapshot {
         for key in &gone {
             self.delete(key);
         }
+        if kind.is_route() && !self.holds_routes_of(kind) {
+            // A first list: nothing to compare with, every route is new.
+            let routes = objects
+                .into_iter()
+                .filter_map(|object| match object {
+                    Object::Route(route) => Some(route),
+                    _ => None,
+                })
+                .collect();
+            self.add_routes_in_bulk(routes);
+            return;
+        }
         // A relist mostly repeats what is stored: only changed objects cost a re-evaluation.
         for object in objects {
             let object = match object {
@@ -407,6 +491,14 @@ impl Snapshot {
                 }
             }
         }
+    }
+
+    /// Are routes of `kind` stored? (Routes are keyed by kind first.)
+    fn holds_routes_of(&self, kind: ObjectKind) -> bool {
+        self.routes
+            .range(ObjectKey::new(kind, "", "")..)
+            .next()
+            .is_some_and(|(key, _)| key.kind == kind)
     }
 
     /// Is exactly this object (same projection) stored already?
@@ -675,13 +767,6 @@ impl Snapshot {
             .values()
             .filter_map(|entry| entry.loss.as_ref().map(|l| l.until(grace)))
             .min()
-    }
-
-    fn reevaluate_all(&mut self) {
-        let ids: Vec<RouteId> = self.routes.keys().cloned().collect();
-        for id in ids {
-            self.reevaluate(&id);
-        }
     }
 
     fn reevaluate(&mut self, id: &RouteId) {

@@ -696,11 +696,14 @@ impl EmbeddedDns {
 
     fn all_records(&self) -> Result<Vec<Endpoint>, Error> {
         let store = self.store.read().map_err(|_| Error::Poisoned)?;
-        Ok(store
-            .zones
-            .iter()
-            .flat_map(|zone| zone.rrsets.iter().map(RrSet::endpoint))
-            .collect())
+        // Sized once: a listing of every record, collected growing, would hold up to twice
+        // its size while a resync plans.
+        let mut records =
+            Vec::with_capacity(store.zones.iter().map(|zone| zone.rrsets.len()).sum());
+        for zone in &store.zones {
+            records.extend(zone.rrsets.iter().map(RrSet::endpoint));
+        }
+        Ok(records)
     }
 }
 

@@ -604,7 +604,16 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             matches.clear();
             listener_hosts.intersections(host, &mut matches);
             for (name, origins) in &matches {
-                let name: Arc<str> = Arc::from(*name);
+                // The spec's own string when the name is written as published (nearly always):
+                // the index then keeps each name once.
+                let written = match source {
+                    NameSource::SpecHostname(i) => usize::try_from(*i)
+                        .ok()
+                        .and_then(|i| route.hostnames.get(i))
+                        .filter(|written| ***written == **name),
+                    _ => None,
+                };
+                let name: Arc<str> = written.map_or_else(|| Arc::from(*name), Arc::clone);
                 claims.extend(origins.iter().map(|origin| Claim {
                     name: name.clone(),
                     origin: origin.clone(),

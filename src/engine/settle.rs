@@ -602,6 +602,10 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outco
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
     violations.dedup();
+    // Kept for as long as the snapshot it settles (the sync loop and the findings report share
+    // it): not with the spare capacity the vectors grew by.
+    records.shrink_to_fit();
+    violations.shrink_to_fit();
     Outcome {
         records,
         violations,

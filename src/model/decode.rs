@@ -849,7 +849,8 @@ mod raw {
         status: Status,
     ) -> Result<Route, DecodeError> {
         let hostnames = if kind.has_hostnames() {
-            spec.hostnames.into_boxed_slice()
+            // Shared: the engine's claims on these names point at the same strings.
+            spec.hostnames.into_iter().map(Arc::from).collect()
         } else {
             Box::default()
         };

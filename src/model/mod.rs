@@ -487,7 +487,8 @@ pub struct Route {
     pub kind: ObjectKind,
     pub meta: Meta,
     /// `spec.hostnames` as written (validated by the engine, which reports invalid ones).
-    pub hostnames: Box<[Box<str>]>,
+    /// Shared with the claims on them: most are written in canonical form already.
+    pub hostnames: Box<[Arc<str>]>,
     pub parent_refs: Box<[ParentRef]>,
 }
 
@@ -499,7 +500,7 @@ impl Route {
     /// Approximate heap bytes owned by this projection (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         self.meta.heap_bytes()
-            + self.hostnames.iter().map(|h| h.len() + 16).sum::<usize>()
+            + self.hostnames.iter().map(|h| h.len() + 32).sum::<usize>()
             + self
                 .parent_refs
                 .iter()

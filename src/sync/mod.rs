@@ -168,14 +168,16 @@ impl Syncer {
             .adjust(self.source.desired())
             .await
             .map_err(Error::Adjust)?;
-        let plan = plan_with(
+        let planned = plan::Planned::new(
             &desired,
             &current,
             &self.config.registry,
             self.config.policy,
             &self.config.zones,
         );
-        self.record_gauges(&desired, &plan.blocked);
+        self.record_gauges(&desired, planned.blocked());
+        // The records to create move into the plan: a first pass holds them once.
+        let plan = planned.taking(desired);
         self.report_undecryptable(&plan.undecryptable);
         Ok(plan)
     }

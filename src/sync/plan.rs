@@ -211,37 +211,107 @@ pub fn plan_with(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
-    let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
-    let ownership = OwnershipIndex::from_records(current, registry);
-    let undecryptable = ownership.undecryptable().iter().cloned().collect();
-    let mut planner = Planner {
-        current: Current::read(current, &zones, &ownership),
-        registry,
-        policy,
-        zones,
-        ownership,
-        txt_edits: BTreeMap::new(),
-        kept: BTreeMap::new(),
-        plan: Plan {
-            undecryptable,
-            ..Plan::default()
-        },
-    };
-    // Copies only of the records not in canonical form already (nearly none are): the plan
-    // reads the desired records where they are.
-    let canonical_copies: BTreeMap<usize, Endpoint> = desired
-        .iter()
-        .enumerate()
-        .filter_map(|(i, endpoint)| Some((i, normalized(endpoint)?)))
-        .collect();
-    let wanted = planner.wanted(desired, &canonical_copies);
-    let unwanted = planner.unwanted(&wanted);
-    let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
-    let deletes = planner.delete_unwanted(&unwanted);
-    if policy.allows_delete() {
-        planner.release_orphaned_ownership(&wanted, &unwanted);
+    Planned::new(desired, current, registry, policy, zones).copying(desired)
+}
+
+/// A plan decided but not yet written out: the records to create are still positions in the
+/// desired records, so that a caller that owns them can move them into the plan
+/// ([`Planned::taking`]) rather than copy them.
+pub(crate) struct Planned<'a> {
+    planner: Planner<'a>,
+    /// Positions in the desired records, in the order they are created.
+    creates: Vec<usize>,
+    /// Canonical copies of the desired records that were not canonical, by position.
+    canonical_copies: BTreeMap<usize, Endpoint>,
+    updates: Vec<Endpoint>,
+    deletes: Vec<Endpoint>,
+}
+
+impl<'a> Planned<'a> {
+    /// Decides the plan that brings `current` to `desired` (see [`plan`]).
+    pub(crate) fn new(
+        desired: &[Endpoint],
+        current: &'a [Endpoint],
+        registry: &'a TxtRegistry,
+        policy: Policy,
+        zones: &[String],
+    ) -> Planned<'a> {
+        let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
+        let ownership = OwnershipIndex::from_records(current, registry);
+        let undecryptable = ownership.undecryptable().iter().cloned().collect();
+        let mut planner = Planner {
+            current: Current::read(current, &zones, &ownership),
+            registry,
+            policy,
+            zones,
+            ownership,
+            txt_edits: BTreeMap::new(),
+            kept: BTreeMap::new(),
+            plan: Plan {
+                undecryptable,
+                ..Plan::default()
+            },
+        };
+        // Copies only of the records not in canonical form already (nearly none are): the plan
+        // reads the desired records where they are.
+        let canonical_copies: BTreeMap<usize, Endpoint> = desired
+            .iter()
+            .enumerate()
+            .filter_map(|(i, endpoint)| Some((i, normalized(endpoint)?)))
+            .collect();
+        let wanted = planner.wanted(desired, &canonical_copies);
+        let unwanted = planner.unwanted(&wanted);
+        let (creates, updates) = planner.place_wanted(&wanted, &unwanted);
+        let deletes = planner.delete_unwanted(&unwanted);
+        if policy.allows_delete() {
+            planner.release_orphaned_ownership(&wanted, &unwanted);
+        }
+        drop(wanted);
+        Planned {
+            planner,
+            creates,
+            canonical_copies,
+            updates,
+            deletes,
+        }
     }
-    planner.finish(creates, updates, deletes)
+
+    /// The desired records blocked, and why.
+    pub(crate) fn blocked(&self) -> &[Blocked] {
+        &self.planner.plan.blocked
+    }
+
+    /// The plan, its creates copied from `desired` (the records given to [`Planned::new`]).
+    pub(crate) fn copying(mut self, desired: &[Endpoint]) -> Plan {
+        let creates = self.creates_from(|i| desired.get(i).cloned());
+        self.planner.finish(creates, self.updates, self.deletes)
+    }
+
+    /// The plan, its creates moved out of `desired` (the records given to [`Planned::new`]),
+    /// the rest of which is dropped before the ownership records are written out: a first pass
+    /// then holds every record once, not twice.
+    pub(crate) fn taking(mut self, desired: Vec<Endpoint>) -> Plan {
+        let mut slots: Vec<Option<Endpoint>> = desired.into_iter().map(Some).collect();
+        let creates = self.creates_from(|i| slots.get_mut(i).and_then(Option::take));
+        drop(slots);
+        self.planner.finish(creates, self.updates, self.deletes)
+    }
+
+    /// The records to create, each from its canonical copy or from `desired_at` its position,
+    /// with the TTL it is written with.
+    fn creates_from(
+        &mut self,
+        mut desired_at: impl FnMut(usize) -> Option<Endpoint>,
+    ) -> Vec<Endpoint> {
+        std::mem::take(&mut self.creates)
+            .into_iter()
+            .filter_map(|i| self.canonical_copies.remove(&i).or_else(|| desired_at(i)))
+            .map(|endpoint| Endpoint {
+                ttl: Some(endpoint.ttl_or_default()),
+                ..endpoint
+            })
+            .collect()
+    }
 }
 
 /// The records the zones hold now, as the plan reads them.
@@ -249,14 +319,41 @@ struct Current<'a> {
     /// (name, type) → (record, is it registry bookkeeping rather than data)
     by_key: HashMap<(&'a str, RecordType), (&'a Endpoint, bool)>,
     /// The types of the data records at each name (ownership records left out).
-    data_types_at: BTreeMap<&'a str, BTreeSet<RecordType>>,
+    data_types_at: BTreeMap<&'a str, RecordTypes>,
+}
+
+/// A set of the record types gateway-dns reads, in one byte: a set per listed name, in a
+/// B-tree node of its own each, took more than the name's entry.
+#[derive(Clone, Copy, Debug, Default)]
+struct RecordTypes(u8);
+
+impl RecordTypes {
+    fn bit(record_type: RecordType) -> u8 {
+        match record_type {
+            RecordType::A => 1,
+            RecordType::AAAA => 2,
+            RecordType::CNAME => 4,
+            RecordType::TXT => 8,
+        }
+    }
+
+    fn insert(&mut self, record_type: RecordType) {
+        self.0 |= RecordTypes::bit(record_type);
+    }
+
+    /// In `RecordType`'s order, as a sorted set would give them.
+    fn iter(self) -> impl Iterator<Item = RecordType> {
+        RecordType::ALL
+            .into_iter()
+            .filter(move |record_type| self.0 & RecordTypes::bit(*record_type) != 0)
+    }
 }
 
 impl<'a> Current<'a> {
     /// The records inside `zones`.
     fn read(current: &'a [Endpoint], zones: &[String], ownership: &OwnershipIndex<'a>) -> Self {
         let mut by_key = HashMap::with_capacity(current.len());
-        let mut data_types_at: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
+        let mut data_types_at: BTreeMap<&str, RecordTypes> = BTreeMap::new();
         for record in current {
             if zone_of(&record.dns_name, zones).is_none() {
                 continue;
@@ -295,8 +392,16 @@ impl<'a> Current<'a> {
     }
 }
 
-/// The desired records in canonical form, one per (name, type).
-type Wanted<'d> = BTreeMap<(&'d str, RecordType), &'d Endpoint>;
+/// The desired records in canonical form, one per (name, type), with their positions.
+type Wanted<'d> = BTreeMap<(&'d str, RecordType), (usize, &'d Endpoint)>;
+
+/// Does `wanted` hold a record of any type at `name`?
+fn wants_name(wanted: &Wanted<'_>, name: &str) -> bool {
+    wanted
+        .range((name, RecordType::A)..=(name, RecordType::TXT))
+        .next()
+        .is_some()
+}
 
 /// What becomes of one wanted record that nothing blocks.
 enum Placement {
@@ -354,7 +459,7 @@ impl Planner<'_> {
             match reason {
                 Some(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 None => {
-                    wanted.insert(key, endpoint);
+                    wanted.insert(key, (i, endpoint));
                 }
             }
         }
@@ -366,7 +471,7 @@ impl Planner<'_> {
         self.current
             .data_types_at
             .iter()
-            .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), *t)))
+            .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), t)))
             .filter(|(name, t)| {
                 self.owned_by_us(name, *t) && !wanted.contains_key(&(name.as_str(), *t))
             })
@@ -387,9 +492,9 @@ impl Planner<'_> {
         &mut self,
         wanted: &Wanted<'_>,
         unwanted: &BTreeSet<(String, RecordType)>,
-    ) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    ) -> (Vec<usize>, Vec<Endpoint>) {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
-        for (&(name, record_type), &endpoint) in wanted {
+        for (&(name, record_type), &(index, endpoint)) in wanted {
             let record_type = &record_type;
             let txt_name = self.registry.txt_name(name, *record_type);
             let value = self.registry.value_for(
@@ -406,10 +511,7 @@ impl Planner<'_> {
                 Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
                 Ok((placement, value)) => {
                     match placement {
-                        Placement::Create => creates.push(Endpoint {
-                            ttl: Some(endpoint.ttl_or_default()),
-                            ..endpoint.clone()
-                        }),
+                        Placement::Create => creates.push(index),
                         Placement::Update => {
                             // A TTL no annotation asks for stays what the record has.
                             let ttl = endpoint.ttl.or_else(|| {
@@ -476,7 +578,7 @@ impl Planner<'_> {
             });
         }
         let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
-            types.iter().copied().find(|other| {
+            types.iter().find(|other| {
                 *other != record_type
                     && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
                     && !self.deleting(unwanted, name, *other)
@@ -566,10 +668,9 @@ impl Planner<'_> {
         unwanted: &BTreeSet<(String, RecordType)>,
     ) {
         let owner_id = self.owner_id();
-        let wanted_names: BTreeSet<&str> = wanted.keys().map(|(name, _)| *name).collect();
         let mut orphans: Vec<String> = Vec::new();
         for name in self.ownership.owned_legacy_names(owner_id) {
-            if !wanted_names.contains(name) && zone_of(name, &self.zones).is_some() {
+            if !wants_name(wanted, name) && zone_of(name, &self.zones).is_some() {
                 let still_published = RecordType::ALL.into_iter().any(|t| {
                     self.owned_by_us(name, t)
                         && self.current.data_record(name, t).is_some()
@@ -757,6 +858,52 @@ mod tests {
             &registry::txt_name(name, record_type),
             &[ownership_value(OWNER, Some("httproute/shop/web"))],
         )
+    }
+
+    #[test]
+    fn a_plan_taking_the_desired_records_equals_one_copying_them() {
+        // Created, updated, unchanged, blocked (outside the zones, a duplicate, not canonical).
+        let desired = vec![
+            a("new.example.com", "192.0.2.1"),
+            a("moved.example.com", "192.0.2.9"),
+            a("same.example.com", "192.0.2.3"),
+            a("elsewhere.example.org", "192.0.2.4"),
+            a("new.example.com", "192.0.2.5"),
+            Endpoint {
+                dns_name: "Upper.Example.com.".to_string(),
+                ..a("x", "192.0.2.6")
+            },
+        ];
+        let current = vec![
+            a("moved.example.com", "192.0.2.2").with_ttl(300),
+            ours("moved.example.com", RecordType::A),
+            a("same.example.com", "192.0.2.3").with_ttl(300),
+            ours("same.example.com", RecordType::A),
+            a("gone.example.com", "192.0.2.7").with_ttl(300),
+            ours("gone.example.com", RecordType::A),
+        ];
+        let registry = TxtRegistry::new(OWNER);
+        let copied = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
+        let planned = Planned::new(&desired, &current, &registry, Policy::Sync, &zones());
+        assert_eq!(planned.blocked(), copied.blocked.as_slice());
+        let taken = planned.taking(desired.clone());
+        assert_eq!(taken.changes, copied.changes);
+        assert_eq!(taken.blocked, copied.blocked);
+        assert_eq!(
+            names(&copied.changes.create),
+            [
+                "a-new.example.com TXT",
+                "a-upper.example.com TXT",
+                "new.example.com A",
+                "upper.example.com A"
+            ]
+        );
+        assert_eq!(
+            copied.changes.delete.len(),
+            2,
+            "{:?}",
+            copied.changes.delete
+        );
     }
 
     fn names(endpoints: &[Endpoint]) -> Vec<String> {
