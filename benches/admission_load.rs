@@ -295,6 +295,8 @@ async fn drive(
 }
 
 fn main() {
+    // As the binary does (MIMALLOC_PURGE_DELAY overrides it, to compare).
+    gateway_dns::allocator::return_freed_pages_promptly();
     let settings = Settings::from_env();
     let workload = engine_workload();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: sources → index → engine → (admission | plan → provider).
 
+pub mod allocator;
 pub mod cli;
 pub mod cmd;
 pub mod dns;

@@ -13,6 +13,7 @@ use gateway_dns::cmd;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    gateway_dns::allocator::return_freed_pages_promptly();
     let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(std::env::args_os()));
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
