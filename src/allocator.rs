@@ -24,6 +24,10 @@ pub fn return_freed_pages_promptly() {
 }
 
 /// The purge delay mimalloc uses now, in milliseconds.
+#[allow(
+    clippy::useless_conversion,
+    reason = "c_long is i64 here but i32 on other targets"
+)]
 pub fn purge_delay_ms() -> i64 {
     // SAFETY: reads an integer option.
     i64::from(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) })
