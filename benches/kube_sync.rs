@@ -16,18 +16,20 @@
 //!
 //! Run: `cargo bench --bench kube_sync` (optionally `-- 1000 10000` for other sizes).
 
+#[path = "support/route_api.rs"]
+mod route_api;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt as _, TryStreamExt as _};
 use gateway_dns::index::Index;
 use gateway_dns::model::ObjectKind;
 use gateway_dns::source::kube::{Config, KubeSource};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
+use route_api::{create_routes, routes_resource};
 use support::apiserver::{ApiServer, gateway_api_v1_6_standard, namespace_type};
 use support::cluster::{ControlPlane, GatewayApi, Options, TOOLS_ENV};
 
@@ -113,16 +115,6 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
-fn routes_resource() -> ApiResource {
-    ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "HTTPRoute".into(),
-        plural: "httproutes".into(),
-    }
-}
-
 /// Heap held by an index fed directly (no client, no watcher): the projections alone, then
 /// the whole index, per route.
 fn index_only(routes: usize) -> (f64, f64) {
@@ -190,28 +182,6 @@ impl Server {
     }
 }
 
-/// Creates every route through the API, 16 requests in flight.
-async fn create_routes(client: &kube::Client, routes: usize) {
-    futures::stream::iter(0..routes)
-        .map(|i| {
-            let client = client.clone();
-            async move {
-                let route = http_route(i);
-                let namespace = route["metadata"]["namespace"].as_str().unwrap().to_string();
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client, &namespace, &routes_resource());
-                let object: DynamicObject = serde_json::from_value(route).unwrap();
-                api.create(&PostParams::default(), &object)
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
-}
-
 async fn real_server(routes: usize) -> (Server, kube::Client) {
     let cluster = tokio::task::block_in_place(|| {
         let cluster = ControlPlane::start_with(&Options {
@@ -231,7 +201,7 @@ async fn real_server(routes: usize) -> (Server, kube::Client) {
     });
     let client = cluster.admin_client().await;
     let started = Instant::now();
-    create_routes(&client, routes).await;
+    create_routes(&client, routes, http_route).await;
     println!(
         "  ({routes} routes created through the API in {:.1} s)",
         started.elapsed().as_secs_f64()

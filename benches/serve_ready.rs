@@ -8,15 +8,17 @@
 //! Needs the test control plane (`tests/control-plane/build.sh DIR`, then
 //! `GATEWAY_DNS_CONTROL_PLANE=DIR`). Run: `cargo bench --bench serve_ready [-- ROUTES...]`.
 
+#[path = "support/route_api.rs"]
+mod route_api;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt as _, TryStreamExt as _};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
+use route_api::{create_routes, routes_resource};
 use support::apiserver::ApiServer;
 use support::cluster::{ControlPlane, Serve};
 
@@ -57,38 +59,6 @@ fn http_route(i: usize) -> Value {
             }],
         },
     })
-}
-
-fn routes_resource() -> ApiResource {
-    ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "HTTPRoute".into(),
-        plural: "httproutes".into(),
-    }
-}
-
-/// Creates every route through the API, 16 requests in flight.
-async fn create_routes(client: &kube::Client, routes: usize) {
-    futures::stream::iter(0..routes)
-        .map(|i| {
-            let client = client.clone();
-            async move {
-                let route = http_route(i);
-                let namespace = route["metadata"]["namespace"].as_str().unwrap().to_string();
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client, &namespace, &routes_resource());
-                let object: DynamicObject = serde_json::from_value(route).unwrap();
-                api.create(&PostParams::default(), &object)
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
 }
 
 /// A plain paged list (500 per page) of every route into DynamicObjects.
@@ -169,7 +139,7 @@ async fn on_real_server(routes: usize) -> (Figures, Duration) {
     }
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     let started = Instant::now();
-    create_routes(&client, routes).await;
+    create_routes(&client, routes, http_route).await;
     let apply = started.elapsed();
     let list = plain_list(&client, routes).await;
     let identity = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);

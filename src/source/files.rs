@@ -154,21 +154,33 @@ pub fn load_paths_with_skipped(paths: &[PathBuf]) -> Result<Report, Error> {
             parse_text_into("<stdin>", &text, false, &mut report)?;
             continue;
         }
-        let files = collect_files(path)?;
-        if files.is_empty() {
-            return Err(Error::Empty(path.display().to_string()));
-        }
-        for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
-                path: file.display().to_string(),
-                source,
-            })?;
-            let is_json = file.extension().is_some_and(|e| e == "json");
-            parse_text_into(&file.display().to_string(), &text, is_json, &mut report)?;
+        for file in files_under(path)? {
+            let (name, text, is_json) = read_manifest(&file)?;
+            parse_text_into(&name, &text, is_json, &mut report)?;
         }
     }
     check_duplicates(&report.objects)?;
     Ok(report)
+}
+
+/// The manifest files of a path given on the command line; none is an error.
+fn files_under(path: &Path) -> Result<Vec<PathBuf>, Error> {
+    let files = collect_files(path)?;
+    if files.is_empty() {
+        return Err(Error::Empty(path.display().to_string()));
+    }
+    Ok(files)
+}
+
+/// One manifest file: its name as findings cite it, its text, and whether it is JSON.
+fn read_manifest(file: &Path) -> Result<(String, String, bool), Error> {
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Io {
+        path: name.clone(),
+        source,
+    })?;
+    let is_json = file.extension().is_some_and(|e| e == "json");
+    Ok((name, text, is_json))
 }
 
 /// The objects of every path, as [`load_paths`] reads them, for `serve`: each YAML document is
@@ -186,17 +198,8 @@ pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Object>, Error> {
             );
             continue;
         }
-        let files = collect_files(path)?;
-        if files.is_empty() {
-            return Err(Error::Empty(path.display().to_string()));
-        }
-        for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
-                path: file.display().to_string(),
-                source,
-            })?;
-            let name = file.display().to_string();
-            let is_json = file.extension().is_some_and(|e| e == "json");
+        for file in files_under(path)? {
+            let (name, text, is_json) = read_manifest(&file)?;
             let start = objects.len();
             if is_json || !decode_each_document(&name, &text, &mut objects) {
                 objects.truncate(start);
