@@ -61,23 +61,7 @@ pub fn decode_kind(kind: ObjectKind, value: &Value) -> Result<Object, DecodeErro
 /// the projection without building a JSON tree first. Ok(None) for kinds gateway-dns does not
 /// read, whatever their shape.
 pub fn decode_json(text: &str) -> Result<Option<Object>, DecodeError> {
-    // The happy path reads without tracking field paths; a failure reads again with tracking,
-    // for the path in the error message.
-    let read_untracked = || -> Result<raw::Object, serde_json::Error> {
-        let mut deserializer = serde_json::Deserializer::from_str(text);
-        let raw = serde::Deserialize::deserialize(&mut deserializer)?;
-        deserializer.end()?;
-        Ok(raw)
-    };
-    let raw = read_untracked().map_err(|first| {
-        let mut deserializer = serde_json::Deserializer::from_str(text);
-        match read_raw(&mut deserializer) {
-            Err(tracked) => tracked,
-            // Only trailing characters fail an untracked read that a tracked one passes.
-            Ok(_) => DecodeError::field("", first.to_string()),
-        }
-    });
-    let raw = match raw {
+    let raw = match read_raw_json(text) {
         Ok(raw) => raw,
         // Only an object of a kind we read can be unreadable to us.
         Err(error) => {
@@ -88,6 +72,25 @@ pub fn decode_json(text: &str) -> Result<Option<Object>, DecodeError> {
         }
     };
     raw.project()
+}
+
+/// Reads JSON text into the raw shapes. The happy path reads without tracking field paths; a
+/// failure reads again with tracking, for the path in the error message.
+fn read_raw_json(text: &str) -> Result<raw::Object, DecodeError> {
+    let read_untracked = || -> Result<raw::Object, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let raw = serde::Deserialize::deserialize(&mut deserializer)?;
+        deserializer.end()?;
+        Ok(raw)
+    };
+    read_untracked().map_err(|first| {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        match read_raw(&mut deserializer) {
+            Err(tracked) => tracked,
+            // Only trailing characters fail an untracked read that a tracked one passes.
+            Ok(_) => DecodeError::field("", first.to_string()),
+        }
+    })
 }
 
 /// An object read in the same pass as the JSON around it (the webhook reads an AdmissionReview's
@@ -128,8 +131,22 @@ fn type_probe(text: &str) -> Result<Option<ObjectKind>, DecodeError> {
 pub struct RawObject(raw::Object);
 
 impl RawObject {
-    pub fn from_value(value: &Value) -> Result<RawObject, DecodeError> {
-        read_raw(value).map(RawObject)
+    /// Reads JSON text, with no JSON tree in between.
+    pub fn from_json(text: &str) -> Result<RawObject, DecodeError> {
+        read_raw_json(text).map(RawObject)
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.0.metadata.name.as_deref()
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.metadata.namespace.as_deref()
+    }
+
+    /// `metadata.resourceVersion`, taken out: the projection does not keep it.
+    pub fn take_resource_version(&mut self) -> Option<String> {
+        self.0.metadata.resource_version.take()
     }
 
     /// The projection, reading the object as `kind` (the watch knows what it asked for).
@@ -281,6 +298,8 @@ mod raw {
         pub annotations: StringPairs,
         pub creation_timestamp: Option<Timestamp>,
         pub generation: Option<i64>,
+        /// Read for a watch to resume from; not part of the projection.
+        pub resource_version: Option<String>,
     }
 
     impl Metadata {

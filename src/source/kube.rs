@@ -26,7 +26,9 @@ use kube::core::{DynamicResourceScope, Resource};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff, StreamBackoff};
 use kube::runtime::watcher;
 use serde::Deserialize;
+use serde::de::Error as _;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
@@ -70,10 +72,11 @@ pub async fn list_once(client: &kube::Client) -> Result<Vec<Object>, Error> {
                 source,
             })?;
             for item in page.items {
-                let key = key_of(kind, &item);
                 match decode(kind, item) {
                     Ok(object) => objects.push(object),
-                    Err(error) => warn!(object = %key, %error, "cannot read object; skipped"),
+                    Err((key, error)) => {
+                        warn!(object = %key, %error, "cannot read object; skipped")
+                    }
                 }
             }
             match page.metadata.continue_ {
@@ -556,42 +559,62 @@ impl Resource for Watched {
 
 impl<'de> Deserialize<'de> for Watched {
     /// Any JSON object is accepted: one the engine cannot read becomes a decode error for this
-    /// object alone, never a failed list page (which would stall the whole kind).
+    /// object alone, never a failed list page (which would stall the whole kind). The object's
+    /// text is set apart first (a copy, no tree), then read straight into the raw shapes; only
+    /// an object that fails that read is read again as a tree, for its identity.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Watched, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        let text = |pointer: &str| {
-            value
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let metadata = ObjectMeta {
-            name: text("/metadata/name"),
-            namespace: text("/metadata/namespace"),
-            resource_version: text("/metadata/resourceVersion"),
-            ..ObjectMeta::default()
-        };
-        let raw = model::RawObject::from_value(&value);
-        Ok(Watched { metadata, raw })
+        let text = Box::<RawValue>::deserialize(deserializer)?;
+        match model::RawObject::from_json(text.get()) {
+            Ok(mut raw) => {
+                let metadata = ObjectMeta {
+                    name: raw.name().map(str::to_owned),
+                    namespace: raw.namespace().map(str::to_owned),
+                    resource_version: raw.take_resource_version(),
+                    ..ObjectMeta::default()
+                };
+                Ok(Watched {
+                    metadata,
+                    raw: Ok(raw),
+                })
+            }
+            Err(error) => {
+                let value: Value = serde_json::from_str(text.get()).map_err(D::Error::custom)?;
+                let text = |pointer: &str| {
+                    value
+                        .pointer(pointer)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                };
+                let metadata = ObjectMeta {
+                    name: text("/metadata/name"),
+                    namespace: text("/metadata/namespace"),
+                    resource_version: text("/metadata/resourceVersion"),
+                    ..ObjectMeta::default()
+                };
+                Ok(Watched {
+                    metadata,
+                    raw: Err(error),
+                })
+            }
+        }
     }
 }
 
-/// The projection of a watched object (the last-applied annotation is dropped by the decoder).
-fn decode(kind: ObjectKind, object: Watched) -> Result<Object, DecodeError> {
-    object.raw.and_then(|raw| raw.into_object(kind))
+/// The projection of a watched object (the last-applied annotation is dropped by the decoder),
+/// and the object's key when it cannot be read (the key is only built then).
+fn decode(kind: ObjectKind, object: Watched) -> Result<Object, (ObjectKey, DecodeError)> {
+    let Watched { metadata, raw } = object;
+    raw.and_then(|raw| raw.into_object(kind))
+        .map_err(|error| (key_of(kind, &metadata), error))
 }
 
-fn key_of(kind: ObjectKind, object: &Watched) -> ObjectKey {
+fn key_of(kind: ObjectKind, metadata: &ObjectMeta) -> ObjectKey {
     let namespace = if kind.is_namespaced() {
-        object.metadata.namespace.as_deref().unwrap_or("default")
+        metadata.namespace.as_deref().unwrap_or("default")
     } else {
         ""
     };
-    ObjectKey::new(
-        kind,
-        namespace,
-        object.metadata.name.as_deref().unwrap_or(""),
-    )
+    ObjectKey::new(kind, namespace, metadata.name.as_deref().unwrap_or(""))
 }
 
 /// Runs `change` against the index only if this watcher is still the current one for `kind`,
@@ -629,13 +652,12 @@ impl Feed {
     }
 
     fn listed(&mut self, object: Watched) -> bool {
-        let key = key_of(self.kind, &object);
         match decode(self.kind, object) {
             Ok(projection) => {
                 let projection = self.shared.index.share_stored(projection);
                 self.listing.get_or_insert_with(Vec::new).push(projection);
             }
-            Err(error) => self.decode_error(&key, &error),
+            Err((key, error)) => self.decode_error(&key, &error),
         }
         // Listing progresses, but the kind is not in sync again before the list ends.
         match lock(&self.shared.status)
@@ -673,13 +695,12 @@ impl Feed {
 
     fn applied(&mut self, object: Watched) -> bool {
         let (kind, epoch) = (self.kind, self.epoch);
-        let key = key_of(kind, &object);
         match decode(kind, object) {
             Ok(projection) => with_current(&self.shared, kind, epoch, |index, _| {
                 index.apply(projection)
             })
             .is_some(),
-            Err(error) => {
+            Err((key, error)) => {
                 // The object as it is now cannot be read: drop the older projection too, as a
                 // relist would, rather than keep a version that no longer exists.
                 self.decode_error(&key, &error);
@@ -689,7 +710,7 @@ impl Feed {
     }
 
     fn deleted(&mut self, object: &Watched) -> bool {
-        let key = key_of(self.kind, object);
+        let key = key_of(self.kind, &object.metadata);
         with_current(&self.shared, self.kind, self.epoch, |index, _| {
             index.delete(&key)
         })
