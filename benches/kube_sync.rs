@@ -9,8 +9,13 @@
 //! `GATEWAY_DNS_BENCH_REAL_MAX` routes (default 10,000; creating routes through the API is the
 //! slow part). The relist there is forced as `tests/cluster/faults.rs` does: etcd compacted and
 //! the API server restarted, so every watch resumes into 410 Gone. Then on the in-process API
-//! double, which refuses streaming lists, so the source lists in pages (its fallback): every
-//! size, the relist forced by compacting its history and cutting its watches.
+//! double, which refuses streaming lists, so a relist falls back to pages: every size, the
+//! relist forced by compacting its history and cutting its watches.
+//!
+//! Each round times, in turn: the plain paged list, a plain streaming list (kube-rs, into
+//! `DynamicObject`s: what the server's streaming costs by itself), the source as configured
+//! (its first list in pages fetched ahead), and the source with kube-rs's watcher
+//! (`streaming_lists` off). Rounds on the real server: `GATEWAY_DNS_BENCH_ROUNDS` (default 5).
 //!
 //! Heap is counted by a counting allocator in this process (the API servers run apart).
 //!
@@ -23,10 +28,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use gateway_dns::index::Index;
 use gateway_dns::model::ObjectKind;
 use gateway_dns::source::kube::{Config, KubeSource};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
 use route_api::{create_routes, routes_resource};
@@ -257,6 +263,37 @@ async fn plain_list(client: &kube::Client, routes: usize) -> (Duration, usize) {
     (elapsed, held)
 }
 
+/// A plain streaming list (WatchList: one watch with `sendInitialEvents`) of every route into
+/// DynamicObjects, until the bookmark that ends the initial events; None when the server
+/// refuses it.
+async fn plain_streaming_list(client: &kube::Client, routes: usize) -> Option<Duration> {
+    settle().await;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &routes_resource());
+    let started = Instant::now();
+    let params = WatchParams::streaming_lists().timeout(290);
+    let stream = api.watch(&params, "0").await.ok()?;
+    let mut stream = std::pin::pin!(stream);
+    let mut objects = Vec::with_capacity(routes);
+    while let Some(event) = stream.next().await {
+        match event.ok()? {
+            WatchEvent::Added(object) => objects.push(object),
+            WatchEvent::Bookmark(mark)
+                if mark
+                    .metadata
+                    .annotations
+                    .contains_key("k8s.io/initial-events-end") =>
+            {
+                break;
+            }
+            WatchEvent::Error(_) => return None,
+            _ => {}
+        }
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(objects.len(), routes);
+    Some(elapsed)
+}
+
 fn source_config(streaming_lists: bool) -> Config {
     Config {
         backoff_min: Duration::from_millis(10),
@@ -351,31 +388,55 @@ async fn run(label: &str, server: Server, client: kube::Client, routes: usize, r
     // First, while nothing else in this process allocates or frees.
     settle().await;
     let (projection_per_route, index_per_route) = index_only(routes);
-    // Time to ready against a plain list, alternated; the source both streaming (where the
-    // server offers it) and paged.
+    // Time to ready against a plain list, alternated: the source as configured (a first list
+    // in pages fetched ahead, streaming relists) and with kube-rs's watcher (streaming lists
+    // off); beside them a plain streaming list, where the server offers one, for what the
+    // server's streaming costs by itself.
     let mut ratios = Vec::new();
     let mut list_heap = 0;
     for round in 1..=rounds {
-        let (list, held) = plain_list(&client, routes).await;
-        list_heap = held;
-        let (streaming, source, index, _) = sync(&client, routes, true).await;
-        let streamed = source.streams_lists();
-        drop((source, index));
-        let (paged, source, index, _) = sync(&client, routes, false).await;
-        drop((source, index));
-        let ratio = streaming.as_secs_f64() / list.as_secs_f64();
+        // The order turns each round: what runs just after a large list pays for the server's
+        // clean-up of it (garbage collection, closed watches), so a fixed order would favour one.
+        let (mut list, mut streaming, mut ready, mut watcher) = (None, None, None, None);
+        for step in 0..4 {
+            match (step + round - 1) % 4 {
+                0 => {
+                    let (time, held) = plain_list(&client, routes).await;
+                    list_heap = held;
+                    list = Some(time);
+                }
+                1 => streaming = plain_streaming_list(&client, routes).await,
+                2 => {
+                    let (time, source, index, _) = sync(&client, routes, true).await;
+                    drop((source, index));
+                    ready = Some(time);
+                }
+                _ => {
+                    let (time, source, index, _) = sync(&client, routes, false).await;
+                    drop((source, index));
+                    watcher = Some(time);
+                }
+            }
+        }
+        let (Some(list), Some(ready), Some(watcher)) = (list, ready, watcher) else {
+            unreachable!("every step runs once a round");
+        };
+        let ratio = ready.as_secs_f64() / list.as_secs_f64();
         ratios.push(ratio);
+        let streaming = match streaming {
+            Some(time) => format!(
+                "{:>7.1} ms ({:.2}x)",
+                ms(time),
+                time.as_secs_f64() / list.as_secs_f64()
+            ),
+            None => "refused".to_string(),
+        };
         println!(
-            "  round {round}: plain paged list {:>7.1} ms | source {} {:>7.1} ms ({ratio:.2}x) | source paged {:>7.1} ms ({:.2}x)",
+            "  round {round}: plain paged list {:>7.1} ms | plain streaming list {streaming} | source {:>7.1} ms ({ratio:.2}x) | source, kube-rs watcher {:>7.1} ms ({:.2}x)",
             ms(list),
-            if streamed {
-                "streaming"
-            } else {
-                "(refused: paged)"
-            },
-            ms(streaming),
-            ms(paged),
-            paged.as_secs_f64() / list.as_secs_f64(),
+            ms(ready),
+            ms(watcher),
+            watcher.as_secs_f64() / list.as_secs_f64(),
         );
     }
     ratios.sort_by(f64::total_cmp);
@@ -431,6 +492,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    let real_rounds: usize = std::env::var("GATEWAY_DNS_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let real = std::env::var_os(TOOLS_ENV).is_some();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -452,7 +517,7 @@ fn main() {
                     server,
                     client,
                     routes,
-                    3,
+                    real_rounds,
                 )
                 .await;
             });
@@ -464,7 +529,7 @@ fn main() {
         runtime.block_on(async {
             let (server, client) = double_server(routes).await;
             run(
-                "the API double (refuses streaming lists: the paged fallback)",
+                "the API double (refuses streaming lists: relists fall back to pages)",
                 server,
                 client,
                 routes,

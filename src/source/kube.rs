@@ -1,13 +1,17 @@
-//! The cluster source: one kube-rs `watcher` per kind feeding the index.
+//! The cluster source: one watch per kind feeding the index.
 //!
 //! Discovery picks the newest served version of each kind (`ObjectKind::versions`, newest
 //! first). A kind whose CRD is not installed is treated as empty, logged once and re-checked
 //! every `discovery_interval`; when it appears it is watched without a restart, and when it
 //! disappears its objects leave the index. Nothing about a missing CRD is fatal.
 //!
-//! Each kind is listed with a streaming list (WatchList: `sendInitialEvents=true` on a watch, one
-//! object per event, no page held) where the server offers it, and in pages where it refuses
-//! one. A list (the first and every relist after a 410 or a restart) is gathered as pointers to
+//! A kind's first list is read in pages, each asked for as soon as the previous one's continue
+//! token is read, so the server prepares a page while the source reads the last one: nothing
+//! is stored yet that a page could be held beside, and on kube-apiserver a streaming list was
+//! not quicker to ready (docs/benchmarks.md). Every relist is a streaming list (WatchList:
+//! `sendInitialEvents=true` on a watch, one object per event, no page held) where the server
+//! offers it, and in pages (kube-rs's watcher) where it refuses one. A list (the first and
+//! every relist after a 410 or a restart) is gathered as pointers to
 //! the projections the index already holds, new projections only for what changed, and handed
 //! to `Index::reset` once complete, so objects deleted while disconnected are dropped and a
 //! relist costs little beside the index. Errors back off with jitter while the index keeps
@@ -21,12 +25,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, ObjectMeta, WatchEvent, WatchParams};
+use kube::api::{Api, ApiResource, ListParams, ObjectMeta, WatchEvent, WatchParams};
+use kube::core::ListMeta;
 use kube::core::{DynamicResourceScope, Resource};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff, StreamBackoff};
 use kube::runtime::watcher;
 use serde::Deserialize;
-use serde::de::Error as _;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
@@ -646,9 +651,18 @@ struct Feed {
 }
 
 impl Feed {
-    /// A (re)list begins: whatever an interrupted one gathered is dropped.
+    /// A (re)list begins: whatever an interrupted one gathered is dropped. Sized for as many
+    /// objects as the kind holds, so a relist never copies a grown buffer beside the index.
     fn list_started(&mut self) {
-        self.listing = Some(Vec::new());
+        let stored = self.shared.index.len_of(self.kind);
+        self.listing = Some(Vec::with_capacity(stored));
+    }
+
+    /// No list of this kind has completed yet (over the kind's life, across restarts).
+    fn first_list(&self) -> bool {
+        lock(&self.shared.status)
+            .get(&self.kind)
+            .is_none_or(|status| status.lists == 0)
     }
 
     fn listed(&mut self, object: Watched) -> bool {
@@ -791,6 +805,141 @@ async fn watch_paged(api: Api<Watched>, feed: &mut Feed) {
     }
 }
 
+/// A list page as it arrives: `metadata` (with the continue token) comes before `items` in
+/// what the API server writes, so the next page is asked for before this one's objects are
+/// read (`on_metadata`).
+struct PageSeed<'a> {
+    on_metadata: &'a mut dyn FnMut(&ListMeta),
+}
+
+struct Page {
+    metadata: ListMeta,
+    items: Vec<Watched>,
+}
+
+impl<'de> DeserializeSeed<'de> for PageSeed<'_> {
+    type Value = Page;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Page, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PageSeed<'_> {
+    type Value = Page;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Page, A::Error> {
+        let mut page = Page {
+            metadata: ListMeta::default(),
+            items: Vec::new(),
+        };
+        let mut told = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => {
+                    page.metadata = map.next_value()?;
+                    (self.on_metadata)(&page.metadata);
+                    told = true;
+                }
+                "items" => {
+                    page.items = map
+                        .next_value::<Option<Vec<Watched>>>()?
+                        .unwrap_or_default()
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !told {
+            (self.on_metadata)(&page.metadata);
+        }
+        Ok(page)
+    }
+}
+
+/// Aborts the page being fetched ahead when the list ends early (an error, or superseded).
+struct FetchAhead(Option<JoinHandle<Result<String, kube::Error>>>);
+
+impl Drop for FetchAhead {
+    fn drop(&mut self) {
+        if let Some(fetch) = self.0.take() {
+            fetch.abort();
+        }
+    }
+}
+
+/// The next page's continue token, if there is one.
+fn continue_token(metadata: &ListMeta) -> Option<&str> {
+    metadata
+        .continue_
+        .as_deref()
+        .filter(|token| !token.is_empty())
+}
+
+/// Lists the kind in pages of `page_size`, each page asked for as soon as the previous one's
+/// continue token is read, so the server prepares a page while this one's objects are read.
+/// Returns the list's resourceVersion to watch from, or None when this watcher was superseded.
+async fn list_in_pages_ahead(
+    api: &Api<Watched>,
+    feed: &mut Feed,
+) -> Result<Option<String>, kube::Error> {
+    let client = feed.shared.client.clone();
+    let url = api.resource_url().to_string();
+    let fetch = move |params: ListParams| {
+        let client = client.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            let request = kube::core::Request::new(url)
+                .list(&params)
+                .map_err(kube::Error::BuildRequest)?;
+            client.request_text(request).await
+        })
+    };
+    let first = ListParams::default().limit(feed.shared.config.page_size);
+    let mut ahead = FetchAhead(Some(fetch(first.clone())));
+    feed.list_started();
+    loop {
+        let Some(pending) = ahead.0.take() else {
+            return Ok(None);
+        };
+        let text = match pending.await {
+            Ok(result) => result?,
+            Err(join_error) => {
+                return Err(kube::Error::Service(join_error.to_string().into()));
+            }
+        };
+        let mut on_metadata = |metadata: &ListMeta| {
+            if let Some(token) = continue_token(metadata)
+                && let Some(replaced) = ahead.0.replace(fetch(first.clone().continue_token(token)))
+            {
+                replaced.abort();
+            }
+        };
+        let page = PageSeed {
+            on_metadata: &mut on_metadata,
+        }
+        .deserialize(&mut serde_json::Deserializer::from_str(&text))
+        .map_err(kube::Error::SerdeError)?;
+        drop(text);
+        for object in page.items {
+            if !feed.listed(object) {
+                return Ok(None);
+            }
+        }
+        if continue_token(&page.metadata).is_none() {
+            if !feed.list_done() {
+                return Ok(None);
+            }
+            return Ok(Some(page.metadata.resource_version.unwrap_or_default()));
+        }
+    }
+}
+
 /// How a streaming watcher ended.
 enum Streaming {
     /// Another watcher took over this kind (restart, new version, CRD removed).
@@ -828,6 +977,23 @@ async fn watch_streaming(api: &Api<Watched>, feed: &mut Feed) -> Streaming {
     // Where to resume watching from; None: list again.
     let mut resume: Option<String> = None;
     loop {
+        if resume.is_none() && feed.first_list() {
+            // Nothing is stored yet, so nothing is held twice: the quickest list wins, and on
+            // kube-apiserver that is pages fetched ahead (a streaming list costs the server
+            // more per object). Relists stream, beside the index they replace.
+            match list_in_pages_ahead(api, feed).await {
+                Ok(Some(version)) => resume = Some(version),
+                Ok(None) => return Streaming::Superseded,
+                Err(error) => {
+                    if !feed.failed(&error) {
+                        return Streaming::Superseded;
+                    }
+                    let delay = backoff.next().unwrap_or(config.backoff_max);
+                    tokio::time::sleep(delay).await;
+                }
+            }
+            continue;
+        }
         let listing = resume.is_none();
         let params = if listing {
             WatchParams::streaming_lists()

@@ -25,19 +25,79 @@ fn fast_config() -> Config {
 }
 
 async fn start_source(server: &ApiServer) -> (Index, KubeSource) {
+    start_source_with(server, fast_config()).await
+}
+
+async fn start_source_with(server: &ApiServer, config: Config) -> (Index, KubeSource) {
     let client = client(Some(server.kubeconfig_path())).await.unwrap();
     let index = Index::new();
-    let source = KubeSource::spawn(client, index.clone(), fast_config());
+    let source = KubeSource::spawn(client, index.clone(), config);
     (index, source)
+}
+
+fn relists(source: &KubeSource) -> u64 {
+    source.status().iter().map(|s| s.lists).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_on_a_server_without_streaming_lists_falls_back_to_pages() {
+    let server = ApiServer::start().await;
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "shop",
+            "first",
+            "a.example.com",
+        ))
+        .unwrap();
+    let (index, source) = start_source(&server).await;
+    wait_ready(&source).await;
+    // The first list is paged (nothing stored yet), so the double's refusal of streaming
+    // lists (a watch from resourceVersion 0) is not met before a relist.
+    assert!(source.streams_lists());
+    let listed = relists(&source);
+
+    // History compacted past every watch: each kind lists again, tries a streaming list,
+    // is refused, and lists in pages.
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "shop",
+            "second",
+            "b.example.com",
+        ))
+        .unwrap();
+    server.compact();
+    server.drop_watches();
+    assert!(
+        eventually(Duration::from_secs(5), || !source.streams_lists()
+            && relists(&source) > listed
+            && index.len_of(ObjectKind::HTTPRoute) == 2)
+        .await,
+        "{:?}",
+        source.status()
+    );
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    // And the watches after it still deliver changes.
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "shop",
+            "third",
+            "c.example.com",
+        ))
+        .unwrap();
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
 }
 
 async fn wait_ready(source: &KubeSource) {
     let mut ready = source.ready();
     let synced = tokio::time::timeout(Duration::from_secs(10), ready.wait_for(|r| *r)).await;
     assert!(synced.is_ok_and(|r| r.is_ok()), "{:?}", source.status());
-    // The double refuses streaming lists (a watch from resourceVersion 0): the source lists in
-    // pages instead, as on a server without WatchList.
-    assert!(!source.streams_lists());
 }
 
 /// Polls `condition` every 10 ms for at most `limit`.
@@ -252,6 +312,21 @@ impl Rng {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_random_mutations_with_error_answers_and_cut_streams_end_equal_to_the_api() {
+    // Pages fetched ahead, then the source's own watch loop.
+    random_mutations(fast_config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_random_mutations_end_equal_to_the_api_without_streaming_lists() {
+    // kube-rs's watcher: what a relist on a server that refuses streaming lists falls back to.
+    random_mutations(Config {
+        streaming_lists: false,
+        ..fast_config()
+    })
+    .await;
+}
+
+async fn random_mutations(config: Config) {
     let seed = std::env::var("GATEWAY_DNS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -265,7 +340,7 @@ async fn a_thousand_random_mutations_with_error_answers_and_cut_streams_end_equa
     println!("seed {seed} (rerun with GATEWAY_DNS_SEED={seed})");
     let mut rng = Rng(seed);
     let server = ApiServer::start().await;
-    let (index, source) = start_source(&server).await;
+    let (index, source) = start_source_with(&server, config).await;
     wait_ready(&source).await;
 
     let namespaces = ["a", "b", "c"];
