@@ -796,6 +796,12 @@ impl Provider for EmbeddedDns {
         Box::pin(async move { Ok(self.apply_changes(changes)?) })
     }
 
+    /// Only the sync loop writes these zones (and re-signing, which moves the counter too).
+    fn generation(&self) -> Option<u64> {
+        let store = self.store.read().ok()?;
+        Some(store.generation.load(Ordering::Acquire))
+    }
+
     fn zones(&self) -> &[String] {
         &self.zones
     }

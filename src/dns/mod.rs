@@ -227,6 +227,14 @@ pub trait Provider: Send + Sync {
     /// Make the next [`records`](Provider::records) read everything from the server, bypassing
     /// any listing cache (the periodic resync calls this to catch drift).
     fn invalidate_cache(&self) {}
+
+    /// A counter that moves whenever the records this provider holds change, for a provider
+    /// nothing else writes (the embedded server): the sync loop then skips listing when neither
+    /// it nor the desired records moved since DNS was last in sync. None (the default): others
+    /// may change the records, so every pass lists them to catch drift.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,7 @@
 //! The engine as the sync loop's source of desired records.
 
+use tokio::sync::watch;
+
 use crate::dns::Endpoint;
 use crate::engine::Outcome;
 use crate::index::Index;
@@ -9,11 +11,14 @@ use crate::model::RecordType;
 /// per `--conflict-resolution`.
 pub struct EngineDesired {
     index: Index,
+    /// The index's change counter: it moves with every write, and with nothing else.
+    changes: watch::Receiver<u64>,
 }
 
 impl EngineDesired {
     pub fn new(index: Index) -> EngineDesired {
-        EngineDesired { index }
+        let changes = index.subscribe();
+        EngineDesired { index, changes }
     }
 }
 
@@ -21,6 +26,10 @@ impl super::DesiredSource for EngineDesired {
     fn desired(&self) -> Vec<Endpoint> {
         // Shared with the findings report: one evaluation per snapshot.
         endpoints(&self.index.settled())
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(*self.changes.borrow())
     }
 }
 
@@ -70,4 +79,26 @@ pub fn inferred_zones(outcome: &Outcome) -> Vec<String> {
     }
     zones.sort();
     zones
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::DesiredSource;
+
+    #[test]
+    fn the_generation_moves_with_every_write_to_the_index() {
+        let index = Index::new();
+        let desired = EngineDesired::new(index.clone());
+        let before = desired.generation();
+        let namespace = crate::model::decode_value(&serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}
+        }))
+        .unwrap()
+        .unwrap();
+        index.apply(namespace);
+        let after = desired.generation();
+        assert!(before.is_some() && after.is_some() && before != after);
+        assert_eq!(desired.generation(), after, "reading does not move it");
+    }
 }

@@ -26,6 +26,12 @@ pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 /// Where the desired records come from (the engine, a file, a test closure).
 pub trait DesiredSource: Send + Sync {
     fn desired(&self) -> Vec<Endpoint>;
+
+    /// A counter that moves whenever the desired records may have changed; None (the default)
+    /// when there is none, and every pass then lists the provider.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<F> DesiredSource for F
@@ -119,6 +125,9 @@ pub struct Syncer {
     reported_blocked: std::sync::Mutex<Vec<Blocked>>,
     /// Undecryptable TXT records already reported.
     last_undecryptable: std::sync::Mutex<Vec<String>>,
+    /// The provider's and the source's generations when a pass last found nothing to change;
+    /// while both stay there, a pass has nothing to list or plan.
+    in_sync_at: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
 impl Syncer {
@@ -138,6 +147,7 @@ impl Syncer {
             applied: None,
             reported_blocked: std::sync::Mutex::new(Vec::new()),
             last_undecryptable: std::sync::Mutex::new(Vec::new()),
+            in_sync_at: std::sync::Mutex::new(None),
         }
     }
 
@@ -251,11 +261,33 @@ impl Syncer {
         result
     }
 
+    /// Both generations, read before the listing and the desired records they stand for (a
+    /// change after this read moves them, and the next pass lists again).
+    fn generations(&self) -> Option<(u64, u64)> {
+        self.provider.generation().zip(self.source.generation())
+    }
+
+    fn in_sync_at(&self) -> std::sync::MutexGuard<'_, Option<(u64, u64)>> {
+        self.in_sync_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     async fn pass_inner(&self) -> Result<PassReport, Error> {
+        let generations = self.generations();
+        if generations.is_some() && *self.in_sync_at() == generations {
+            debug!("nothing changed since DNS was last in sync; nothing to list");
+            return Ok(PassReport {
+                plan: Plan::default(),
+                applied: 0,
+                withheld: None,
+            });
+        }
         let plan = self.compute().await?;
         self.report_blocked(&plan.blocked);
         if plan.is_empty() {
             debug!("DNS in sync, nothing to change");
+            *self.in_sync_at() = generations;
             return Ok(PassReport {
                 plan,
                 applied: 0,

@@ -2,11 +2,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use gateway_dns::dns::Endpoint;
+use futures::future::BoxFuture;
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::{ChangeAction, Metrics};
 use gateway_dns::model::RecordType;
-use gateway_dns::sync::{SyncConfig, Syncer};
+use gateway_dns::sync::{DesiredSource, SyncConfig, Syncer};
 
 use crate::support::dig;
 
@@ -310,4 +311,123 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// The embedded server, counting how often the sync loop lists it; `with_generation` false
+/// hides the server's change counter, as a provider others may write would.
+struct CountedListings {
+    server: Arc<EmbeddedDns>,
+    listings: std::sync::atomic::AtomicUsize,
+    with_generation: bool,
+}
+
+impl CountedListings {
+    fn listings(&self) -> usize {
+        self.listings.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Provider for CountedListings {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, gateway_dns::dns::Error>> {
+        self.listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.server.records()
+    }
+
+    fn apply<'a>(
+        &'a self,
+        changes: &'a Changes,
+    ) -> BoxFuture<'a, Result<(), gateway_dns::dns::Error>> {
+        self.server.apply(changes)
+    }
+
+    fn zones(&self) -> &[String] {
+        self.server.zones()
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.server.generation().filter(|_| self.with_generation)
+    }
+}
+
+/// Desired records with a change counter, as the engine's index has one.
+struct CountedDesired {
+    records: Mutex<Vec<Endpoint>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl CountedDesired {
+    fn set(&self, records: Vec<Endpoint>) {
+        *self.records.lock().unwrap() = records;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl DesiredSource for CountedDesired {
+    fn desired(&self) -> Vec<Endpoint> {
+        self.records.lock().unwrap().clone()
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.generation.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_lists_the_embedded_server_only_after_something_moved() {
+    for with_generation in [true, false] {
+        let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+        let addr = server.local_addr();
+        let provider = Arc::new(CountedListings {
+            server,
+            listings: Default::default(),
+            with_generation,
+        });
+        let source = Arc::new(CountedDesired {
+            records: Mutex::new(vec![a("app.example.com", "192.0.2.1")]),
+            generation: Default::default(),
+        });
+        let syncer = Syncer::new(
+            provider.clone(),
+            source.clone(),
+            SyncConfig::new("gw", vec!["example.com".into()]),
+            Default::default(),
+        );
+        // Writes, then a pass that finds nothing to change: in sync.
+        assert_eq!(syncer.sync_pass().await.unwrap().applied, 2);
+        assert!(syncer.sync_pass().await.unwrap().plan.is_empty());
+        assert_eq!(provider.listings(), 2);
+        // Nothing moved since: nothing to list, unless the provider cannot tell.
+        assert!(syncer.sync_pass().await.unwrap().plan.is_empty());
+        let quiet = if with_generation { 2 } else { 3 };
+        assert_eq!(
+            provider.listings(),
+            quiet,
+            "with_generation={with_generation}"
+        );
+
+        // The desired records move: listed, planned, written, answered.
+        source.set(vec![a("app.example.com", "192.0.2.9")]);
+        assert_eq!(syncer.sync_pass().await.unwrap().applied, 1);
+        assert_eq!(provider.listings(), quiet + 1);
+        let answer = dig::query(addr, "app.example.com", "A", false);
+        assert_eq!(answer.data("A"), ["192.0.2.9"]);
+        // The write moved the server's counter: the next pass lists and finds DNS in sync,
+        // the one after has nothing to list again.
+        assert!(syncer.sync_pass().await.unwrap().plan.is_empty());
+        assert!(syncer.sync_pass().await.unwrap().plan.is_empty());
+        let settled = if with_generation {
+            quiet + 2
+        } else {
+            quiet + 3
+        };
+        assert_eq!(
+            provider.listings(),
+            settled,
+            "with_generation={with_generation}"
+        );
+    }
 }
