@@ -952,12 +952,30 @@ impl Index {
         self.inner.changes.subscribe()
     }
 
+    /// Stores `object` and re-evaluates what it affects. An object stored as it is (a watch
+    /// event for a field gateway-dns does not read, a status rewritten unchanged) changes
+    /// nothing: no snapshot is published and the change counter stays, so the sync loop has
+    /// nothing to follow.
     pub fn apply(&self, object: Object) {
-        self.write(|s| s.apply(object));
+        self.write_if(|s| {
+            let object = s.share_stored(object);
+            if s.holds_same(&object) {
+                return false;
+            }
+            s.apply(object);
+            true
+        });
     }
 
+    /// Removes the object; deleting what is not stored changes nothing (see [`Index::apply`]).
     pub fn delete(&self, key: &ObjectKey) {
-        self.write(|s| s.delete(key));
+        self.write_if(|s| {
+            if !s.contains(key) {
+                return false;
+            }
+            s.delete(key);
+            true
+        });
     }
 
     pub fn reset(&self, kind: ObjectKind, objects: Vec<Object>) {
@@ -977,14 +995,7 @@ impl Index {
     /// Ends every address-loss grace that is over (see [`Snapshot::expire_address_losses`]);
     /// publishes a new snapshot only when one ended. True when one did.
     pub fn expire_address_losses(&self) -> bool {
-        let mut state = self.lock();
-        if !state.expire_address_losses() {
-            return false;
-        }
-        self.inner.published.store(Arc::new(state.clone()));
-        drop(state);
-        self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
-        true
+        self.write_if(Snapshot::expire_address_losses)
     }
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {
@@ -1000,10 +1011,22 @@ impl Index {
     }
 
     fn write(&self, change: impl FnOnce(&mut Snapshot)) {
+        self.write_if(|state| {
+            change(state);
+            true
+        });
+    }
+
+    /// Publishes the changed state and moves the change counter, unless `change` says it
+    /// changed nothing. Answers what `change` said.
+    fn write_if(&self, change: impl FnOnce(&mut Snapshot) -> bool) -> bool {
         let mut state = self.lock();
-        change(&mut state);
+        if !change(&mut state) {
+            return false;
+        }
         self.inner.published.store(Arc::new(state.clone()));
         drop(state);
         self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+        true
     }
 }
