@@ -257,6 +257,11 @@ impl Snapshot {
     /// in [`fill_order`] rather than one route at a time: the index of a whole directory or a
     /// first list then takes about half the memory in its B-tree nodes.
     fn add_routes_in_bulk(&mut self, routes: Vec<Arc<Route>>) {
+        // An empty list (a route kind nobody uses) adds nothing: rebuilding every name's
+        // claimants for it would cost a pass over all routes and a second claims map.
+        if routes.is_empty() {
+            return;
+        }
         let entries: Vec<(RouteId, RouteEntry)> = routes
             .into_iter()
             .map(|route| {
