@@ -246,9 +246,42 @@ pub struct Meta {
     pub name: Box<str>,
     pub labels: StringMap,
     pub annotations: StringMap,
-    /// Seconds since the Unix epoch; None when the object has none (files written by hand).
-    pub created: Option<i64>,
-    pub generation: Option<i64>,
+    /// Seconds since the Unix epoch; none when the object has none (files written by hand).
+    pub created: OptionalI64,
+    pub generation: OptionalI64,
+}
+
+/// An `Option<i64>` in one word rather than two: every stored object and parentRef holds some.
+/// `i64::MIN` stands for none, so [`OptionalI64::new`] reads a present `i64::MIN` (no timestamp
+/// or generation is that) as `i64::MIN + 1`: the order of values is kept.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OptionalI64(i64);
+
+impl OptionalI64 {
+    pub const NONE: OptionalI64 = OptionalI64(i64::MIN);
+
+    pub fn new(value: Option<i64>) -> OptionalI64 {
+        match value {
+            Some(value) => OptionalI64(value.max(i64::MIN + 1)),
+            None => OptionalI64::NONE,
+        }
+    }
+
+    pub fn get(self) -> Option<i64> {
+        (self.0 != i64::MIN).then_some(self.0)
+    }
+}
+
+impl From<Option<i64>> for OptionalI64 {
+    fn from(value: Option<i64>) -> OptionalI64 {
+        OptionalI64::new(value)
+    }
+}
+
+impl fmt::Debug for OptionalI64 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 impl Meta {
@@ -439,12 +472,54 @@ pub struct ListenerSet {
     pub accepted: Option<Acceptance>,
 }
 
+/// A parentRef's group and kind: the two gateway-dns attaches through, kept as a tag, or any
+/// other as written (one word of tag and one pointer, where two shared strings took four).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParentType {
+    Gateway,
+    ListenerSet,
+    /// Never the group and kind of the two above, so equal types compare equal.
+    Other(Box<OtherParentType>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OtherParentType {
+    pub group: Box<str>,
+    pub kind: Box<str>,
+}
+
+impl ParentType {
+    pub fn new(group: &str, kind: &str) -> ParentType {
+        match (group, kind) {
+            (GATEWAY_GROUP, "Gateway") => ParentType::Gateway,
+            (GATEWAY_GROUP, "ListenerSet") => ParentType::ListenerSet,
+            _ => ParentType::Other(Box::new(OtherParentType {
+                group: group.into(),
+                kind: kind.into(),
+            })),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        match self {
+            ParentType::Gateway | ParentType::ListenerSet => GATEWAY_GROUP,
+            ParentType::Other(other) => &other.group,
+        }
+    }
+
+    pub fn kind(&self) -> &str {
+        match self {
+            ParentType::Gateway => "Gateway",
+            ParentType::ListenerSet => "ListenerSet",
+            ParentType::Other(other) => &other.kind,
+        }
+    }
+}
+
 /// A route's parentRef with defaults applied, and what the route's status says of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentRef {
-    /// Shared, not copied, for the common group and kinds (most routes name them).
-    pub group: Arc<str>,
-    pub kind: Arc<str>,
+    pub parent_type: ParentType,
     pub namespace: Box<str>,
     pub name: Box<str>,
     pub section_name: Option<Box<str>>,
@@ -457,26 +532,30 @@ pub struct ParentRef {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParentStatus {
     pub accepted: Acceptance,
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptionalI64,
 }
 
 impl ParentRef {
+    pub fn group(&self) -> &str {
+        self.parent_type.group()
+    }
+
+    pub fn kind(&self) -> &str {
+        self.parent_type.kind()
+    }
+
     /// The object this reference points at, when it is one gateway-dns reads.
     pub fn target_kind(&self) -> Option<ObjectKind> {
-        if &*self.group != GATEWAY_GROUP {
-            return None;
-        }
-        match &*self.kind {
-            "Gateway" => Some(ObjectKind::Gateway),
-            "ListenerSet" => Some(ObjectKind::ListenerSet),
-            _ => None,
+        match self.parent_type {
+            ParentType::Gateway => Some(ObjectKind::Gateway),
+            ParentType::ListenerSet => Some(ObjectKind::ListenerSet),
+            ParentType::Other(_) => None,
         }
     }
 
     /// Same parent object (ignores sectionName and port).
     pub fn same_parent(&self, other: &ParentRef) -> bool {
-        self.group == other.group
-            && self.kind == other.kind
+        self.parent_type == other.parent_type
             && self.namespace == other.namespace
             && self.name == other.name
     }
@@ -506,6 +585,14 @@ impl Route {
                 .iter()
                 .map(|p| {
                     std::mem::size_of::<ParentRef>()
+                        + match &p.parent_type {
+                            ParentType::Other(other) => {
+                                std::mem::size_of::<OtherParentType>()
+                                    + other.group.len()
+                                    + other.kind.len()
+                            }
+                            _ => 0,
+                        }
                         + p.namespace.len()
                         + p.name.len()
                         + p.section_name.as_ref().map_or(0, |s| s.len())
