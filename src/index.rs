@@ -296,7 +296,7 @@ impl Snapshot {
             }
             let claimants = match ids.len() {
                 1 => ids.pop().map(Claimants::One),
-                _ => Some(Claimants::Many(Arc::new(ids))),
+                _ => Some(Claimants::Many(ids.into())),
             };
             grouped.extend(claimants.map(|claimants| (name, claimants)));
         }
@@ -827,12 +827,10 @@ impl Snapshot {
 }
 
 /// The routes claiming one name, sorted. Nearly every name has one claimant, kept inline.
-/// `Many` holds a thin pointer (an `Arc<Vec>`, not an `Arc<[_]>`), so the whole value is two
-/// words: the claims map holds one per claimed name.
 #[derive(Clone, Debug)]
 enum Claimants {
     One(RouteId),
-    Many(Arc<Vec<RouteId>>),
+    Many(Arc<[RouteId]>),
 }
 
 impl Claimants {
@@ -850,7 +848,7 @@ impl Claimants {
             Err(pos) => {
                 let mut all = ids.to_vec();
                 all.insert(pos, id.clone());
-                Claimants::Many(Arc::new(all))
+                Claimants::Many(all.into())
             }
         }
     }
@@ -866,7 +864,7 @@ impl Claimants {
         match rest.len() {
             0 => None,
             1 => rest.into_iter().next().map(Claimants::One),
-            _ => Some(Claimants::Many(Arc::new(rest))),
+            _ => Some(Claimants::Many(rest.into())),
         }
     }
 }
