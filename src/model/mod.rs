@@ -2,7 +2,8 @@
 //! that reads them ([`decode`]) and the DNS name rules below both ([`dns_name`]).
 //!
 //! A projection keeps only the fields the engine reads: no managedFields, no full specs, no
-//! `last-applied-configuration`. Strings are boxed slices to keep a typical route well under 1 KiB.
+//! `last-applied-configuration`. Strings are boxed slices, a parentRef's group and kind a tag,
+//! labels and annotations one string each: every stored route holds these types.
 
 use std::fmt;
 use std::net::IpAddr;
