@@ -20,6 +20,7 @@
 //! Heap is counted by a counting allocator in this process (the API servers run apart).
 //!
 //! Run: `cargo bench --bench kube_sync` (optionally `-- 1000 10000` for other sizes).
+//! `GATEWAY_DNS_BENCH_INDEX_ONLY=1` prints only the index fed directly, with no API server.
 
 #[path = "support/route_api.rs"]
 mod route_api;
@@ -507,6 +508,16 @@ fn main() {
     );
     if !real {
         println!("{TOOLS_ENV} is not set: the real kube-apiserver is skipped");
+    }
+    if std::env::var_os("GATEWAY_DNS_BENCH_INDEX_ONLY").is_some() {
+        for routes in sizes {
+            let (projection_per_route, index_per_route) = index_only(routes);
+            println!(
+                "{routes} HTTPRoutes: index fed directly {index_per_route:.0} B/route ({}), of which projections {projection_per_route:.0} B/route",
+                goal(index_per_route, GOAL_BYTES_PER_ROUTE)
+            );
+        }
+        return;
     }
     for routes in sizes {
         if real && routes <= real_max {

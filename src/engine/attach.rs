@@ -541,7 +541,8 @@ fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef
         AttachmentMode::Spec => !status.is_some_and(|s| {
             s.accepted == Acceptance::Rejected
                 && s.observed_generation
-                    .is_none_or(|g| Some(g) == route.meta.generation)
+                    .get()
+                    .is_none_or(|g| Some(g) == route.meta.generation.get())
         }),
     }
 }
@@ -1073,7 +1074,7 @@ pub fn parent_verdicts<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<
     for (index, parent_ref) in route.parent_refs.iter().enumerate() {
         let kind = parent_ref
             .target_kind()
-            .map_or_else(|| parent_ref.kind.to_string(), |k| k.kind().to_owned());
+            .map_or_else(|| parent_ref.kind().to_owned(), |k| k.kind().to_owned());
         let mut verdict = ParentVerdict {
             index,
             parent: format!("{kind}/{}/{}", parent_ref.namespace, parent_ref.name),

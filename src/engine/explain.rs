@@ -397,7 +397,7 @@ pub fn explain_route<W: World>(
     all_findings.dedup();
     Ok(RouteExplanation {
         route: route_ref(route),
-        created: route.meta.created.and_then(rfc3339),
+        created: route.meta.created.get().and_then(rfc3339),
         in_scope: entry.eval.in_scope,
         ttl: entry.eval.ttl,
         parents,
@@ -502,11 +502,12 @@ fn deciding_text(key: PrecedenceKey, winner: &Claimant, loser: &Claimant) -> Str
         c.route
             .meta
             .created
+            .get()
             .and_then(rfc3339)
             .unwrap_or_else(|| "no creationTimestamp".to_owned())
     };
     match key {
-        PrecedenceKey::CreationTimestamp => match loser.route.meta.created {
+        PrecedenceKey::CreationTimestamp => match loser.route.meta.created.get() {
             Some(_) => format!(
                 "oldest claim wins: {} was created {}, before {} (created {})",
                 winner.route_ref(),
@@ -641,7 +642,7 @@ fn route_on_name<W: World>(
     };
     RouteOnName {
         route: this,
-        created: route.meta.created.and_then(rfc3339),
+        created: route.meta.created.get().and_then(rfc3339),
         in_scope: entry.eval.in_scope,
         fate,
         why,

@@ -108,7 +108,10 @@ impl PrecedenceKey {
 /// [`precedence`] with the key that decided it, so an explanation names the very comparison
 /// the sync loop makes.
 pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceKey) {
-    let created = |c: &Claimant| (c.route.meta.created.is_none(), c.route.meta.created);
+    let created = |c: &Claimant| {
+        let created = c.route.meta.created.get();
+        (created.is_none(), created)
+    };
     // Compared lazily, key by key: the webhook sorts incumbents on every review.
     let decided = |order: Ordering, key| order.is_ne().then_some((order, key));
     decided(

@@ -2,6 +2,7 @@
 //! its projection, so they never disagree. Tolerant of every field it does not read; precise,
 //! with the field path, about the ones it does.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -12,7 +13,7 @@ use super::dns_name::canonical;
 use super::{
     Acceptance, Address, AllowedRoutes, GATEWAY_GROUP, Gateway, GatewayRef, LabelSelector,
     Listener, ListenerSet, Meta, Namespace, NamespacesFrom, Object, ObjectKind, ParentRef,
-    ParentStatus, Requirement, Route, RouteGroupKind, SelectorOp, StringMap,
+    ParentStatus, ParentType, Requirement, Route, RouteGroupKind, SelectorOp, StringMap,
 };
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -331,8 +332,8 @@ mod raw {
                 name: name.into(),
                 labels: StringMap::from_boxed_pairs(self.labels.0),
                 annotations: StringMap::from_boxed_pairs(self.annotations.0),
-                created,
-                generation: self.generation,
+                created: created.into(),
+                generation: self.generation.into(),
             })
         }
     }
@@ -807,28 +808,18 @@ mod raw {
         })
     }
 
-    /// One allocation each for the group and kinds nearly every parentRef names.
-    fn shared_text(text: &str) -> Arc<str> {
-        thread_local! {
-            static COMMON: [Arc<str>; 3] =
-                [GATEWAY_GROUP.into(), "Gateway".into(), "ListenerSet".into()];
-        }
-        COMMON
-            .with(|common| common.iter().find(|c| &***c == text).cloned())
-            .unwrap_or_else(|| text.into())
-    }
-
     /// A parentRef's group or kind, `default` when absent or empty.
-    fn shared(name: Option<SharedName>, default: &'static str) -> Arc<str> {
+    fn text_or<'t>(name: &'t Option<SharedName>, default: &'static str) -> &'t str {
         match name {
             Some(SharedName(text)) if !text.is_empty() => text,
-            _ => shared_text(default),
+            _ => default,
         }
     }
 
-    /// A parentRef's group or kind, read straight into the shared text (see [`shared_text`]).
+    /// A parentRef's group or kind as read: no allocation for the group and kinds nearly
+    /// every parentRef names (they end up as a [`ParentType`] tag).
     #[derive(Clone, Debug)]
-    pub struct SharedName(Arc<str>);
+    pub struct SharedName(Cow<'static, str>);
 
     impl<'de> Deserialize<'de> for SharedName {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -839,7 +830,12 @@ mod raw {
                     formatter.write_str("a string")
                 }
                 fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedName, E> {
-                    Ok(SharedName(shared_text(text)))
+                    Ok(SharedName(
+                        [GATEWAY_GROUP, "Gateway", "ListenerSet"]
+                            .into_iter()
+                            .find(|common| *common == text)
+                            .map_or_else(|| Cow::Owned(text.to_owned()), Cow::Borrowed),
+                    ))
                 }
             }
             deserializer.deserialize_string(Visitor)
@@ -848,8 +844,10 @@ mod raw {
 
     fn parent_ref(raw: RawParentRef, route_namespace: &str) -> ParentRef {
         ParentRef {
-            group: shared(raw.group, GATEWAY_GROUP),
-            kind: shared(raw.kind, "Gateway"),
+            parent_type: ParentType::new(
+                text_or(&raw.group, GATEWAY_GROUP),
+                text_or(&raw.kind, "Gateway"),
+            ),
             namespace: raw
                 .namespace
                 .unwrap_or_else(|| route_namespace.to_owned())
@@ -884,7 +882,7 @@ mod raw {
                 ParentRef {
                     status: Some(ParentStatus {
                         accepted,
-                        observed_generation,
+                        observed_generation: observed_generation.into(),
                     }),
                     ..parent_ref(s.parent_ref, &meta.namespace)
                 }
@@ -928,10 +926,11 @@ mod tests {
             panic!("not a route")
         };
         assert_eq!(route.kind, ObjectKind::HTTPRoute);
-        assert_eq!(&*route.parent_refs[0].group, GATEWAY_GROUP);
-        assert_eq!(&*route.parent_refs[0].kind, "Gateway");
+        assert_eq!(route.parent_refs[0].group(), GATEWAY_GROUP);
+        assert_eq!(route.parent_refs[0].kind(), "Gateway");
+        assert_eq!(route.parent_refs[0].parent_type, ParentType::Gateway);
         assert_eq!(&*route.parent_refs[0].namespace, "infra");
-        assert_eq!(route.meta.created, Some(1_704_067_200));
+        assert_eq!(route.meta.created.get(), Some(1_704_067_200));
         assert_eq!(route.meta.annotations.get(LAST_APPLIED), None);
         assert_eq!(route.meta.annotations.get("a"), Some("b"));
         assert_eq!(&*route.hostnames[0], "A.example.com");

@@ -2,7 +2,8 @@
 //! that reads them ([`decode`]) and the DNS name rules below both ([`dns_name`]).
 //!
 //! A projection keeps only the fields the engine reads: no managedFields, no full specs, no
-//! `last-applied-configuration`. Strings are boxed slices to keep a typical route well under 1 KiB.
+//! `last-applied-configuration`. Strings are boxed slices, a parentRef's group and kind a tag,
+//! labels and annotations one string each: every stored route holds these types.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -169,9 +170,69 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// Labels or annotations: sorted by key, compact.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct StringMap(Box<[(Box<str>, Box<str>)]>);
+/// Labels or annotations: sorted by key, in one allocation. Each entry is its key and its value,
+/// each written as its length (see [`write_length`]) and its text. A map of n entries takes one
+/// string of its text and about 2n bytes more, where boxed pairs took 32n bytes and 2n
+/// allocations: every stored route, Gateway and Namespace has some.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct StringMap(Box<str>);
+
+/// A length as ASCII, so the encoded map stays a `str`: six bits a byte, low bits first, 0x40
+/// set on every byte but the last (a length under 64 takes one byte).
+fn write_length(out: &mut String, mut length: usize) {
+    while length >= 0x40 {
+        out.push(char::from(b'\x40' | (length & 0x3f) as u8));
+        length >>= 6;
+    }
+    out.push(char::from(length as u8));
+}
+
+fn length_size(mut length: usize) -> usize {
+    let mut size = 1;
+    while length >= 0x40 {
+        length >>= 6;
+        size += 1;
+    }
+    size
+}
+
+/// The entries of an encoded map, in key order.
+#[derive(Clone)]
+pub struct StringMapIter<'a> {
+    rest: &'a str,
+}
+
+impl<'a> StringMapIter<'a> {
+    fn text(&mut self) -> Option<&'a str> {
+        let mut length = 0usize;
+        let mut shift = 0u32;
+        let bytes = self.rest.as_bytes();
+        let mut at = 0;
+        loop {
+            let byte = *bytes.get(at)?;
+            at += 1;
+            length |= usize::from(byte & 0x3f).checked_shl(shift)?;
+            if byte & 0x40 == 0 {
+                break;
+            }
+            shift += 6;
+        }
+        // Written by `write_length` before whole strs: both ends are char boundaries.
+        let text = self.rest.get(at..at.checked_add(length)?)?;
+        self.rest = self.rest.get(at + length..)?;
+        Some(text)
+    }
+}
+
+impl<'a> Iterator for StringMapIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let key = self.text()?;
+        let value = self.text()?;
+        Some((key, value))
+    }
+}
 
 impl StringMap {
     pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> StringMap {
@@ -195,38 +256,55 @@ impl StringMap {
             }
             repeated
         });
-        StringMap(entries.into_boxed_slice())
+        StringMap::encoded(entries.iter().map(|(k, v)| (&**k, &**v)))
+    }
+
+    /// The map of `entries`, given sorted by key and without repeated keys.
+    fn encoded<'a>(entries: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> StringMap {
+        let size = entries
+            .clone()
+            .map(|(k, v)| length_size(k.len()) + k.len() + length_size(v.len()) + v.len())
+            .sum();
+        let mut out = String::with_capacity(size);
+        for (key, value) in entries {
+            write_length(&mut out, key.len());
+            out.push_str(key);
+            write_length(&mut out, value.len());
+            out.push_str(value);
+        }
+        StringMap(out.into_boxed_str())
     }
 
     /// The entries whose key passes `keep`.
     pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> StringMap {
-        StringMap(
-            self.0
-                .iter()
-                .filter(|(key, _)| keep(key))
-                .cloned()
-                .collect(),
-        )
+        let keep = &keep;
+        StringMap::encoded(self.iter().filter(move |(key, _)| keep(key)))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.0[i].1)
+        self.find(|k| k.cmp(key))
     }
 
     /// The value at key `prefix` + `name`, found without building the key (a hot-path lookup).
     pub fn get_joined(&self, prefix: &str, name: &str) -> Option<&str> {
-        let wanted = || prefix.bytes().chain(name.bytes());
-        self.0
-            .binary_search_by(|(k, _)| k.bytes().cmp(wanted()))
-            .ok()
-            .map(|i| &*self.0[i].1)
+        self.find(|k| k.bytes().cmp(prefix.bytes().chain(name.bytes())))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+    /// The value of the entry whose key `order` finds Equal (keys are sorted: the scan stops at
+    /// the first greater one). Maps are small: a scan reads fewer bytes than a search would.
+    fn find(&self, order: impl Fn(&str) -> std::cmp::Ordering) -> Option<&str> {
+        for (key, value) in self.iter() {
+            match order(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Some(value),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+
+    pub fn iter(&self) -> StringMapIter<'_> {
+        StringMapIter { rest: &self.0 }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -234,8 +312,13 @@ impl StringMap {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.0.len() * std::mem::size_of::<(Box<str>, Box<str>)>()
-            + self.0.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        self.0.len()
+    }
+}
+
+impl fmt::Debug for StringMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -246,9 +329,42 @@ pub struct Meta {
     pub name: Box<str>,
     pub labels: StringMap,
     pub annotations: StringMap,
-    /// Seconds since the Unix epoch; None when the object has none (files written by hand).
-    pub created: Option<i64>,
-    pub generation: Option<i64>,
+    /// Seconds since the Unix epoch; none when the object has none (files written by hand).
+    pub created: OptionalI64,
+    pub generation: OptionalI64,
+}
+
+/// An `Option<i64>` in one word rather than two: every stored object and parentRef holds some.
+/// `i64::MIN` stands for none, so [`OptionalI64::new`] reads a present `i64::MIN` (no timestamp
+/// or generation is that) as `i64::MIN + 1`: the order of values is kept.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OptionalI64(i64);
+
+impl OptionalI64 {
+    pub const NONE: OptionalI64 = OptionalI64(i64::MIN);
+
+    pub fn new(value: Option<i64>) -> OptionalI64 {
+        match value {
+            Some(value) => OptionalI64(value.max(i64::MIN + 1)),
+            None => OptionalI64::NONE,
+        }
+    }
+
+    pub fn get(self) -> Option<i64> {
+        (self.0 != i64::MIN).then_some(self.0)
+    }
+}
+
+impl From<Option<i64>> for OptionalI64 {
+    fn from(value: Option<i64>) -> OptionalI64 {
+        OptionalI64::new(value)
+    }
+}
+
+impl fmt::Debug for OptionalI64 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 impl Meta {
@@ -439,12 +555,54 @@ pub struct ListenerSet {
     pub accepted: Option<Acceptance>,
 }
 
+/// A parentRef's group and kind: the two gateway-dns attaches through, kept as a tag, or any
+/// other as written (one word of tag and one pointer, where two shared strings took four).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParentType {
+    Gateway,
+    ListenerSet,
+    /// Never the group and kind of the two above, so equal types compare equal.
+    Other(Box<OtherParentType>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OtherParentType {
+    pub group: Box<str>,
+    pub kind: Box<str>,
+}
+
+impl ParentType {
+    pub fn new(group: &str, kind: &str) -> ParentType {
+        match (group, kind) {
+            (GATEWAY_GROUP, "Gateway") => ParentType::Gateway,
+            (GATEWAY_GROUP, "ListenerSet") => ParentType::ListenerSet,
+            _ => ParentType::Other(Box::new(OtherParentType {
+                group: group.into(),
+                kind: kind.into(),
+            })),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        match self {
+            ParentType::Gateway | ParentType::ListenerSet => GATEWAY_GROUP,
+            ParentType::Other(other) => &other.group,
+        }
+    }
+
+    pub fn kind(&self) -> &str {
+        match self {
+            ParentType::Gateway => "Gateway",
+            ParentType::ListenerSet => "ListenerSet",
+            ParentType::Other(other) => &other.kind,
+        }
+    }
+}
+
 /// A route's parentRef with defaults applied, and what the route's status says of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentRef {
-    /// Shared, not copied, for the common group and kinds (most routes name them).
-    pub group: Arc<str>,
-    pub kind: Arc<str>,
+    pub parent_type: ParentType,
     pub namespace: Box<str>,
     pub name: Box<str>,
     pub section_name: Option<Box<str>>,
@@ -457,26 +615,30 @@ pub struct ParentRef {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParentStatus {
     pub accepted: Acceptance,
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptionalI64,
 }
 
 impl ParentRef {
+    pub fn group(&self) -> &str {
+        self.parent_type.group()
+    }
+
+    pub fn kind(&self) -> &str {
+        self.parent_type.kind()
+    }
+
     /// The object this reference points at, when it is one gateway-dns reads.
     pub fn target_kind(&self) -> Option<ObjectKind> {
-        if &*self.group != GATEWAY_GROUP {
-            return None;
-        }
-        match &*self.kind {
-            "Gateway" => Some(ObjectKind::Gateway),
-            "ListenerSet" => Some(ObjectKind::ListenerSet),
-            _ => None,
+        match self.parent_type {
+            ParentType::Gateway => Some(ObjectKind::Gateway),
+            ParentType::ListenerSet => Some(ObjectKind::ListenerSet),
+            ParentType::Other(_) => None,
         }
     }
 
     /// Same parent object (ignores sectionName and port).
     pub fn same_parent(&self, other: &ParentRef) -> bool {
-        self.group == other.group
-            && self.kind == other.kind
+        self.parent_type == other.parent_type
             && self.namespace == other.namespace
             && self.name == other.name
     }
@@ -506,6 +668,14 @@ impl Route {
                 .iter()
                 .map(|p| {
                     std::mem::size_of::<ParentRef>()
+                        + match &p.parent_type {
+                            ParentType::Other(other) => {
+                                std::mem::size_of::<OtherParentType>()
+                                    + other.group.len()
+                                    + other.kind.len()
+                            }
+                            _ => 0,
+                        }
                         + p.namespace.len()
                         + p.name.len()
                         + p.section_name.as_ref().map_or(0, |s| s.len())
@@ -556,6 +726,38 @@ mod tests {
     fn record_type_parses_case_insensitively() {
         assert_eq!("aaaa".parse::<RecordType>().unwrap(), RecordType::AAAA);
         assert!("MX".parse::<RecordType>().is_err());
+    }
+
+    #[test]
+    fn string_map_keeps_every_entry_sorted_with_long_and_odd_text() {
+        let long = "v".repeat(70_000);
+        let pairs = [
+            ("b", "2"),
+            ("a", ""),
+            ("", "empty key"),
+            ("ü/ключ", "värde\u{0}\n"),
+            ("long", long.as_str()),
+            ("b", "3"),
+        ];
+        let map = StringMap::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let entries: Vec<(&str, &str)> = map.iter().collect();
+        assert_eq!(
+            entries,
+            vec![
+                ("", "empty key"),
+                ("a", ""),
+                ("b", "3"),
+                ("long", long.as_str()),
+                ("ü/ключ", "värde\u{0}\n"),
+            ]
+        );
+        for (key, value) in &entries {
+            assert_eq!(map.get(key), Some(*value), "{key}");
+        }
+        assert_eq!(map.get("c"), None);
+        assert_eq!(map.get("aa"), None);
+        assert_eq!(map.filtered(|k| k.len() == 1).iter().count(), 2);
+        assert!(StringMap::default().iter().next().is_none());
     }
 
     #[test]

@@ -147,13 +147,16 @@ fn every_field_the_engine_reads_survives_the_schema() {
         NamespacesFrom::Same
     );
     assert_eq!(
-        (http.meta.generation, http.meta.created.is_some()),
+        (
+            http.meta.generation.get(),
+            http.meta.created.get().is_some()
+        ),
         (Some(3), true)
     );
     assert_eq!(&*http.hostnames[0], "a.example.com");
     let parent = &http.parent_refs[0];
     assert_eq!(
-        (&*parent.kind, parent.section_name.as_deref(), parent.port),
+        (parent.kind(), parent.section_name.as_deref(), parent.port),
         ("ListenerSet", Some("l2"), Some(443))
     );
     assert_eq!(
