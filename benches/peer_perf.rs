@@ -18,6 +18,9 @@
 //! [-- --applies N --sizes 1000,10000 --window SECS --out FILE]`; scripts/benchmarks writes
 //! docs/benchmarks.md with it.
 
+#[path = "support/route_api.rs"]
+#[allow(dead_code)]
+mod route_api;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -27,7 +30,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use support::bind::{Bind, KEY_NAME};
@@ -258,16 +261,6 @@ impl Bench {
     }
 }
 
-fn routes_resource() -> ApiResource {
-    ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "gateway.networking.k8s.io/v1".into(),
-        kind: "HTTPRoute".into(),
-        plural: "httproutes".into(),
-    }
-}
-
 fn http_route(namespace: &str, name: &str, hostname: &str) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
@@ -285,7 +278,7 @@ async fn create_accepted(client: &kube::Client, route: Value) {
     let namespace = route["metadata"]["namespace"].as_str().unwrap().to_string();
     let name = route["metadata"]["name"].as_str().unwrap().to_string();
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &routes_resource());
+        Api::namespaced_with(client.clone(), &namespace, &route_api::routes_resource());
     let object: DynamicObject = serde_json::from_value(route).unwrap();
     let created = api.create(&PostParams::default(), &object).await.unwrap();
     let status = extdns::accepted_route_status(&serde_json::to_value(&created).unwrap());

@@ -837,13 +837,11 @@ impl<'de> Visitor<'de> for PageSeed<'_> {
             metadata: ListMeta::default(),
             items: Vec::new(),
         };
-        let mut told = false;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "metadata" => {
                     page.metadata = map.next_value()?;
                     (self.on_metadata)(&page.metadata);
-                    told = true;
                 }
                 "items" => {
                     page.items = map
@@ -855,9 +853,7 @@ impl<'de> Visitor<'de> for PageSeed<'_> {
                 }
             }
         }
-        if !told {
-            (self.on_metadata)(&page.metadata);
-        }
+        // A page without metadata has no continue token: nothing to ask for ahead.
         Ok(page)
     }
 }

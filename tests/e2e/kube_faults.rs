@@ -35,43 +35,37 @@ async fn start_source_with(server: &ApiServer, config: Config) -> (Index, KubeSo
     (index, source)
 }
 
-fn relists(source: &KubeSource) -> u64 {
+/// An HTTPRoute in namespace `shop` with one hostname, created on the double.
+fn add_http_route(server: &ApiServer, name: &str, hostname: &str) {
+    server
+        .create(route(ObjectKind::HTTPRoute, "shop", name, hostname))
+        .unwrap();
+}
+
+/// Lists completed so far, every kind together.
+fn lists(source: &KubeSource) -> u64 {
     source.status().iter().map(|s| s.lists).sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_on_a_server_without_streaming_lists_falls_back_to_pages() {
     let server = ApiServer::start().await;
-    server
-        .create(route(
-            ObjectKind::HTTPRoute,
-            "shop",
-            "first",
-            "a.example.com",
-        ))
-        .unwrap();
+    add_http_route(&server, "first", "a.example.com");
     let (index, source) = start_source(&server).await;
     wait_ready(&source).await;
     // The first list is paged (nothing stored yet), so the double's refusal of streaming
     // lists (a watch from resourceVersion 0) is not met before a relist.
     assert!(source.streams_lists());
-    let listed = relists(&source);
+    let listed = lists(&source);
 
     // History compacted past every watch: each kind lists again, tries a streaming list,
     // is refused, and lists in pages.
-    server
-        .create(route(
-            ObjectKind::HTTPRoute,
-            "shop",
-            "second",
-            "b.example.com",
-        ))
-        .unwrap();
+    add_http_route(&server, "second", "b.example.com");
     server.compact();
     server.drop_watches();
     assert!(
         eventually(Duration::from_secs(5), || !source.streams_lists()
-            && relists(&source) > listed
+            && lists(&source) > listed
             && index.len_of(ObjectKind::HTTPRoute) == 2)
         .await,
         "{:?}",
@@ -81,14 +75,7 @@ async fn a_relist_on_a_server_without_streaming_lists_falls_back_to_pages() {
         .await
         .unwrap();
     // And the watches after it still deliver changes.
-    server
-        .create(route(
-            ObjectKind::HTTPRoute,
-            "shop",
-            "third",
-            "c.example.com",
-        ))
-        .unwrap();
+    add_http_route(&server, "third", "c.example.com");
     converges(&index, &server, Duration::from_secs(5))
         .await
         .unwrap();
@@ -237,14 +224,7 @@ async fn an_unreadable_object_is_skipped_and_the_stream_goes_on() {
     let mut broken = route(ObjectKind::HTTPRoute, "shop", "broken", "x.example.com");
     broken["spec"]["hostnames"] = json!(5);
     server.create(broken).unwrap();
-    server
-        .create(route(
-            ObjectKind::HTTPRoute,
-            "shop",
-            "fine",
-            "a.example.com",
-        ))
-        .unwrap();
+    add_http_route(&server, "fine", "a.example.com");
     let (index, source) = start_source(&server).await;
     wait_ready(&source).await;
     let http = |source: &KubeSource| {
@@ -271,14 +251,7 @@ async fn an_unreadable_object_is_skipped_and_the_stream_goes_on() {
     );
     assert_eq!(http(&source).decode_errors, 2);
     // ... and the stream goes on: later changes still arrive.
-    server
-        .create(route(
-            ObjectKind::HTTPRoute,
-            "shop",
-            "later",
-            "b.example.com",
-        ))
-        .unwrap();
+    add_http_route(&server, "later", "b.example.com");
     let mut readable_again = server.get("HTTPRoute", "shop", "fine").unwrap();
     take_spec(
         &mut readable_again,
