@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::ArcSwap;
 use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
+use triomphe::ThinArc;
 
 use crate::engine::attach::origin_of;
 use crate::engine::grace::{AddressLoss, address_loss};
 use crate::engine::settle::{Outcome, settle_all};
 use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
-use crate::model::{Gateway, ListenerSet, Namespace, Object, ObjectKey, ObjectKind, Route};
+use crate::model::{Gateway, ListenerSet, Name, Namespace, Object, ObjectKey, ObjectKind, Route};
 
 /// Unix seconds now. Injected, so that tests move time without sleeping; the engine is handed
 /// the time and never reads a clock (ARCHITECTURE.md, "Address-loss grace").
@@ -90,7 +91,7 @@ pub struct Snapshot {
     /// Gateway `namespace/name` → ListenerSets (`namespace/name`) whose parentRef names it.
     listener_sets_by_gateway: OrdMap<Box<str>, OrdSet<Box<str>>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
-    claims: OrdMap<Arc<str>, Claimants>,
+    claims: OrdMap<Name, Claimants>,
 }
 
 /// Runs `lookup` with the `namespace/name` key built on the stack: lookups happen on every
@@ -130,13 +131,13 @@ fn fill_order<T>(sorted: Vec<T>) -> impl Iterator<Item = T> {
 
 /// The key order of routes: kind, namespace, name.
 fn name_of_route(route: &Route) -> (ObjectKind, &str, &str) {
-    (route.kind, &route.meta.namespace, &route.meta.name)
+    (route.kind(), route.meta.namespace(), route.meta.name())
 }
 
 /// The (namespace, name) an object is listed under.
 fn name_of(object: &Object) -> (&str, &str) {
     let meta = object.meta();
-    (&meta.namespace, &meta.name)
+    (meta.namespace(), meta.name())
 }
 
 fn ns_name(namespace: &str, name: &str) -> Box<str> {
@@ -172,7 +173,7 @@ impl World for Snapshot {
         listener_set: &Arc<ListenerSet>,
     ) -> Option<Arc<Origin>> {
         let meta = &listener_set.meta;
-        with_ns_name(&meta.namespace, &meta.name, |key| {
+        with_ns_name(meta.namespace(), meta.name(), |key| {
             self.listener_set_origins.get(key)
         })
         .filter(|entry| {
@@ -236,7 +237,7 @@ impl Snapshot {
                 Object::Route(route) => routes.push(route),
                 other => {
                     if let Object::Gateway(gw) = &other {
-                        let id = ns_name(&gw.meta.namespace, &gw.meta.name);
+                        let id = ns_name(gw.meta.namespace(), gw.meta.name());
                         if let Some(previous) = self.gateways.get(&*id) {
                             snap.gateways.insert(id, previous.clone());
                         }
@@ -267,7 +268,7 @@ impl Snapshot {
             .map(|route| {
                 let route = self.cfg.trim_route(route);
                 let eval = Arc::new(evaluate_route(self, &self.cfg, &route));
-                (Arc::new(route.key()), RouteEntry { route, eval })
+                (route.key(), RouteEntry { route, eval })
             })
             .collect();
         for (id, entry) in fill_order(entries) {
@@ -279,9 +280,9 @@ impl Snapshot {
 
     /// The name → claimants map built anew from every route's evaluation.
     fn rebuild_claims(&mut self) {
-        let mut claimed: Vec<(Arc<str>, RouteId)> = Vec::new();
+        let mut claimed: Vec<(Name, RouteId)> = Vec::new();
         for (id, entry) in self.routes.iter() {
-            let mut last: Option<&Arc<str>> = None;
+            let mut last: Option<&Name> = None;
             for claim in entry.eval.claims.iter() {
                 if last.is_some_and(|l| *l == claim.name) {
                     continue;
@@ -292,7 +293,7 @@ impl Snapshot {
         }
         // By name, then route: each name's claimants come out sorted.
         claimed.sort_unstable();
-        let mut grouped: Vec<(Arc<str>, Claimants)> = Vec::new();
+        let mut grouped: Vec<(Name, Claimants)> = Vec::new();
         let mut claimed = claimed.into_iter().peekable();
         while let Some((name, id)) = claimed.next() {
             let mut ids = vec![id];
@@ -301,7 +302,10 @@ impl Snapshot {
             }
             let claimants = match ids.len() {
                 1 => ids.pop().map(Claimants::One),
-                _ => Some(Claimants::Many(ids.into())),
+                _ => Some(Claimants::Many(ThinArc::from_header_and_iter(
+                    (),
+                    ids.into_iter(),
+                ))),
             };
             grouped.extend(claimants.map(|claimants| (name, claimants)));
         }
@@ -324,19 +328,23 @@ impl Snapshot {
             ObjectKind::Namespace => self.namespaces.len(),
             ObjectKind::Gateway => self.gateways.len(),
             ObjectKind::ListenerSet => self.listener_sets.len(),
-            route_kind => self.routes.keys().filter(|k| k.kind == route_kind).count(),
+            route_kind => self
+                .routes
+                .keys()
+                .filter(|k| k.kind() == route_kind)
+                .count(),
         }
     }
 
     pub fn contains(&self, key: &ObjectKey) -> bool {
-        match key.kind {
-            ObjectKind::Namespace => self.namespaces.contains_key(&*key.name),
+        match key.kind() {
+            ObjectKind::Namespace => self.namespaces.contains_key(key.name()),
             ObjectKind::Gateway => self
                 .gateways
-                .contains_key(&*ns_name(&key.namespace, &key.name)),
+                .contains_key(&*ns_name(key.namespace(), key.name())),
             ObjectKind::ListenerSet => self
                 .listener_sets
-                .contains_key(&*ns_name(&key.namespace, &key.name)),
+                .contains_key(&*ns_name(key.namespace(), key.name())),
             _ => self.routes.contains_key(key),
         }
     }
@@ -368,17 +376,17 @@ impl Snapshot {
     /// Removes an object (no-op when absent) and re-evaluates the routes it affected.
     pub fn delete(&mut self, key: &ObjectKey) {
         let affected = self.affected_routes(key);
-        match key.kind {
+        match key.kind() {
             ObjectKind::Namespace => {
-                self.namespaces.remove(&*key.name);
+                self.namespaces.remove(key.name());
             }
             ObjectKind::Gateway => {
-                let id = ns_name(&key.namespace, &key.name);
+                let id = ns_name(key.namespace(), key.name());
                 self.gateways.remove(&*id);
                 self.refresh_listener_set_origins_of(&id);
             }
             ObjectKind::ListenerSet => {
-                let id = ns_name(&key.namespace, &key.name);
+                let id = ns_name(key.namespace(), key.name());
                 if let Some(old) = self.listener_sets.remove(&*id) {
                     self.unlink_listener_set(&old, &id);
                 }
@@ -415,25 +423,25 @@ impl Snapshot {
             ObjectKind::Namespace => self
                 .namespaces
                 .values()
-                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
-                .map(|o| ObjectKey::new(kind, "", &o.meta.name))
+                .filter(|o| !listed(o.meta.namespace(), o.meta.name()))
+                .map(|o| ObjectKey::new(kind, "", o.meta.name()))
                 .collect(),
             ObjectKind::Gateway => self
                 .gateways()
-                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
-                .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
+                .filter(|o| !listed(o.meta.namespace(), o.meta.name()))
+                .map(|o| ObjectKey::new(kind, o.meta.namespace(), o.meta.name()))
                 .collect(),
             ObjectKind::ListenerSet => self
                 .listener_sets
                 .values()
-                .filter(|o| !listed(&o.meta.namespace, &o.meta.name))
-                .map(|o| ObjectKey::new(kind, &o.meta.namespace, &o.meta.name))
+                .filter(|o| !listed(o.meta.namespace(), o.meta.name()))
+                .map(|o| ObjectKey::new(kind, o.meta.namespace(), o.meta.name()))
                 .collect(),
             _ => self
                 .routes
                 .keys()
-                .filter(|k| k.kind == kind && !listed(&k.namespace, &k.name))
-                .map(|k| (**k).clone())
+                .filter(|k| k.kind() == kind && !listed(k.namespace(), k.name()))
+                .cloned()
                 .collect(),
         };
         for key in &gone {
@@ -468,12 +476,12 @@ impl Snapshot {
     /// not a second copy of it.
     pub fn share_stored(&self, object: Object) -> Object {
         match object {
-            Object::Namespace(ns) => match self.namespaces.get(&*ns.meta.name) {
+            Object::Namespace(ns) => match self.namespaces.get(ns.meta.name()) {
                 Some(stored) if *stored == ns => Object::Namespace(stored.clone()),
                 _ => Object::Namespace(ns),
             },
             Object::Gateway(gw) => {
-                match with_ns_name(&gw.meta.namespace, &gw.meta.name, |key| {
+                match with_ns_name(gw.meta.namespace(), gw.meta.name(), |key| {
                     self.gateways.get(key)
                 }) {
                     Some(entry) if entry.gateway == gw => Object::Gateway(entry.gateway.clone()),
@@ -481,7 +489,7 @@ impl Snapshot {
                 }
             }
             Object::ListenerSet(ls) => {
-                match with_ns_name(&ls.meta.namespace, &ls.meta.name, |key| {
+                match with_ns_name(ls.meta.namespace(), ls.meta.name(), |key| {
                     self.listener_sets.get(key)
                 }) {
                     Some(stored) if *stored == ls => Object::ListenerSet(stored.clone()),
@@ -490,7 +498,7 @@ impl Snapshot {
             }
             Object::Route(route) => {
                 let route = self.cfg.trim_route(route);
-                match self.routes.get(&route.key()) {
+                match self.routes.get(&route.meta.key) {
                     Some(entry) if entry.route == route => Object::Route(entry.route.clone()),
                     _ => Object::Route(route),
                 }
@@ -503,25 +511,25 @@ impl Snapshot {
         self.routes
             .range(ObjectKey::new(kind, "", "")..)
             .next()
-            .is_some_and(|(key, _)| key.kind == kind)
+            .is_some_and(|(key, _)| key.kind() == kind)
     }
 
     /// Is exactly this object (same projection) stored already?
     fn holds_same(&self, object: &Object) -> bool {
         match object {
-            Object::Namespace(ns) => self.namespaces.get(&*ns.meta.name) == Some(ns),
+            Object::Namespace(ns) => self.namespaces.get(ns.meta.name()) == Some(ns),
             Object::Gateway(gw) => self
                 .gateways
-                .get(&*ns_name(&gw.meta.namespace, &gw.meta.name))
+                .get(&*ns_name(gw.meta.namespace(), gw.meta.name()))
                 .is_some_and(|entry| entry.gateway == *gw),
             Object::ListenerSet(ls) => {
                 self.listener_sets
-                    .get(&*ns_name(&ls.meta.namespace, &ls.meta.name))
+                    .get(&*ns_name(ls.meta.namespace(), ls.meta.name()))
                     == Some(ls)
             }
             Object::Route(route) => self
                 .routes
-                .get(&route.key())
+                .get(&route.meta.key)
                 .is_some_and(|e| e.route == *route),
         }
     }
@@ -530,17 +538,17 @@ impl Snapshot {
     fn store(&mut self, object: Object) {
         match object {
             Object::Namespace(ns) => {
-                self.namespaces.insert(ns.meta.name.clone(), ns);
+                self.namespaces.insert(ns.meta.name().into(), ns);
             }
             Object::Gateway(gw) => {
-                let id = ns_name(&gw.meta.namespace, &gw.meta.name);
+                let id = ns_name(gw.meta.namespace(), gw.meta.name());
                 let entry =
                     GatewayEntry::new(&self.cfg, gw, self.gateways.get(&*id), (self.clock)());
                 self.gateways.insert(id.clone(), entry);
                 self.refresh_listener_set_origins_of(&id);
             }
             Object::ListenerSet(ls) => {
-                let id = ns_name(&ls.meta.namespace, &ls.meta.name);
+                let id = ns_name(ls.meta.namespace(), ls.meta.name());
                 if let Some(old) = self.listener_sets.insert(id.clone(), ls.clone()) {
                     self.unlink_listener_set(&old, &id);
                 }
@@ -607,15 +615,23 @@ impl Snapshot {
     /// Inserts or replaces a route: evaluates it, then updates only what changed (parent links,
     /// claimed names), so an update costs a handful of path copies.
     fn apply_route(&mut self, route: Arc<Route>) {
-        let route = self.cfg.trim_route(route);
-        let key = route.key();
+        let mut route = self.cfg.trim_route(route);
         let previous = self
             .routes
-            .get_key_value(&key)
+            .get_key_value(&route.meta.key)
             .map(|(id, entry)| (id.clone(), entry.clone()));
-        let id = previous
-            .as_ref()
-            .map_or_else(|| Arc::new(key), |(id, _)| id.clone());
+        // The maps that name the route keep the key they hold; the new version takes it over, so
+        // the route and the maps share one key across updates. A projection someone else still
+        // holds is not copied for that: it keeps its own key.
+        let id = match &previous {
+            Some((id, _)) => {
+                if let Some(unshared) = Arc::get_mut(&mut route) {
+                    unshared.meta.key = id.clone();
+                }
+                id.clone()
+            }
+            None => route.key(),
+        };
         let parents_unchanged = previous
             .as_ref()
             .is_some_and(|(_, p)| p.route.parent_refs == route.parent_refs);
@@ -678,33 +694,33 @@ impl Snapshot {
                 out.extend(set.iter().cloned());
             }
         };
-        match key.kind {
+        match key.kind() {
             ObjectKind::Namespace => {
                 // Routes are keyed by (kind, namespace, name): each kind's routes in one
                 // namespace form one contiguous range.
                 for kind in ObjectKind::ROUTES {
-                    let from = ObjectKey::new(kind, &key.name, "");
-                    let to = ObjectKey::new(kind, &format!("{}\0", key.name), "");
+                    let from = ObjectKey::new(kind, key.name(), "");
+                    let to = ObjectKey::new(kind, &format!("{}\0", key.name()), "");
                     out.extend(self.routes.range(from..to).map(|(id, _)| id.clone()));
                 }
                 for ls in self
                     .listener_sets
                     .values()
-                    .filter(|ls| *ls.meta.namespace == *key.name)
+                    .filter(|ls| *ls.meta.namespace() == *key.name())
                 {
                     add_parent(
                         &mut out,
                         ObjectKind::ListenerSet,
-                        &ls.meta.namespace,
-                        &ls.meta.name,
+                        ls.meta.namespace(),
+                        ls.meta.name(),
                     );
                 }
             }
             ObjectKind::Gateway => {
-                add_parent(&mut out, ObjectKind::Gateway, &key.namespace, &key.name);
+                add_parent(&mut out, ObjectKind::Gateway, key.namespace(), key.name());
                 if let Some(sets) = self
                     .listener_sets_by_gateway
-                    .get(&*ns_name(&key.namespace, &key.name))
+                    .get(&*ns_name(key.namespace(), key.name()))
                 {
                     for ls in sets.iter() {
                         if let Some((ns, name)) = ls.split_once('/') {
@@ -714,7 +730,12 @@ impl Snapshot {
                 }
             }
             ObjectKind::ListenerSet => {
-                add_parent(&mut out, ObjectKind::ListenerSet, &key.namespace, &key.name);
+                add_parent(
+                    &mut out,
+                    ObjectKind::ListenerSet,
+                    key.namespace(),
+                    key.name(),
+                );
             }
             _ => {
                 if let Some((id, _)) = self.routes.get_key_value(key) {
@@ -745,8 +766,8 @@ impl Snapshot {
             let gateway = entry.gateway.clone();
             let key = ObjectKey::new(
                 ObjectKind::Gateway,
-                &gateway.meta.namespace,
-                &gateway.meta.name,
+                gateway.meta.namespace(),
+                gateway.meta.name(),
             );
             let origin = Arc::new(origin_of(&self.cfg, &gateway, None, None, now));
             self.gateways.insert(
@@ -815,7 +836,7 @@ impl Snapshot {
                 None => {}
             }
         }
-        let mut last: Option<&Arc<str>> = None;
+        let mut last: Option<&Name> = None;
         for claim in &new.claims {
             if last.is_some_and(|l| *l == claim.name) || old.claims_name(&claim.name) {
                 last = Some(&claim.name);
@@ -835,14 +856,15 @@ impl Snapshot {
 #[derive(Clone, Debug)]
 enum Claimants {
     One(RouteId),
-    Many(Arc<[RouteId]>),
+    /// Behind a one-word pointer, so that the common case above stays two words.
+    Many(ThinArc<(), RouteId>),
 }
 
 impl Claimants {
     fn as_slice(&self) -> &[RouteId] {
         match self {
             Claimants::One(id) => std::slice::from_ref(id),
-            Claimants::Many(ids) => ids,
+            Claimants::Many(ids) => &ids.slice,
         }
     }
 
@@ -853,7 +875,7 @@ impl Claimants {
             Err(pos) => {
                 let mut all = ids.to_vec();
                 all.insert(pos, id.clone());
-                Claimants::Many(all.into())
+                Claimants::Many(ThinArc::from_header_and_iter((), all.into_iter()))
             }
         }
     }
@@ -869,7 +891,10 @@ impl Claimants {
         match rest.len() {
             0 => None,
             1 => rest.into_iter().next().map(Claimants::One),
-            _ => Some(Claimants::Many(rest.into())),
+            _ => Some(Claimants::Many(ThinArc::from_header_and_iter(
+                (),
+                rest.into_iter(),
+            ))),
         }
     }
 }

@@ -137,8 +137,8 @@ pub fn check(
     let file_gateways: HashSet<String> = files
         .iter()
         .map(|l| l.object.key())
-        .filter(|k| k.kind == ObjectKind::Gateway)
-        .map(|k| format!("{}/{}", k.namespace, k.name))
+        .filter(|k| k.kind() == ObjectKind::Gateway)
+        .map(|k| format!("{}/{}", k.namespace(), k.name()))
         .collect();
     let records = outcome
         .records

@@ -11,7 +11,7 @@ use super::world::{Claim, Finding, KeptAddresses, NameSource, Origin, RouteEval,
 use super::{AttachmentMode, Config, Reason, concat, selector};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{
-    Acceptance, Address, Gateway, Listener, ListenerSet, Meta, NamespacesFrom, ObjectKind,
+    Acceptance, Address, Gateway, Listener, ListenerSet, Meta, Name, NamespacesFrom, ObjectKind,
     ParentRef, Route, StringMap,
 };
 
@@ -21,7 +21,7 @@ pub fn route_in_scope(cfg: &Config, route: &Route) -> bool {
     if scope
         .namespace
         .as_deref()
-        .is_some_and(|ns| ns != &*route.meta.namespace)
+        .is_some_and(|ns| ns != route.meta.namespace())
     {
         return false;
     }
@@ -56,11 +56,11 @@ pub fn gateway_in_scope(cfg: &Config, gateway: &Gateway) -> bool {
     scope
         .gateway_name
         .as_deref()
-        .is_none_or(|n| n == &*gateway.meta.name)
+        .is_none_or(|n| n == gateway.meta.name())
         && scope
             .gateway_namespace
             .as_deref()
-            .is_none_or(|n| n == &*gateway.meta.namespace)
+            .is_none_or(|n| n == gateway.meta.namespace())
         && scope
             .gateway_selector
             .as_ref()
@@ -115,18 +115,18 @@ fn listener_refusal<W: World>(
         }
         _ => {}
     }
-    if !protocol_compatible(route_protocol(route.kind), &listener.protocol) {
+    if !protocol_compatible(route_protocol(route.kind()), &listener.protocol) {
         return Some(format!(
             "listener {} speaks {}, which does not carry {}",
             display_name(&listener.name),
             listener.protocol,
-            route.kind
+            route.kind()
         ));
     }
     if let Some(kinds) = &listener.allowed_routes.kinds
         && !kinds
             .iter()
-            .any(|k| &*k.kind == route.kind.kind() && &*k.group == route.kind.group())
+            .any(|k| &*k.kind == route.kind().kind() && &*k.group == route.kind().group())
     {
         return Some(format!(
             "listener {} allows only {}",
@@ -138,7 +138,7 @@ fn listener_refusal<W: World>(
                 .join(", ")
         ));
     }
-    let route_ns = &*route.meta.namespace;
+    let route_ns = route.meta.namespace();
     let allowed = match &listener.allowed_routes.namespaces {
         NamespacesFrom::Same => route_ns == owner_namespace,
         NamespacesFrom::All => true,
@@ -164,7 +164,7 @@ fn admits_listener_set<W: World>(world: &W, gateway: &Gateway, namespace: &str) 
     match &gateway.allowed_listeners {
         NamespacesFrom::None => false,
         NamespacesFrom::All => true,
-        NamespacesFrom::Same => namespace == &*gateway.meta.namespace,
+        NamespacesFrom::Same => namespace == gateway.meta.namespace(),
         NamespacesFrom::Selector(sel) => world
             .namespace(namespace)
             .is_some_and(|ns| selector::matches(sel, &ns.meta.labels)),
@@ -360,7 +360,7 @@ fn attach_parent<'w, W: World>(
                     )));
                 return None;
             };
-            let (gw_ns, gw_name) = (&gw.meta.namespace, &gw.meta.name);
+            let (gw_ns, gw_name) = (gw.meta.namespace(), gw.meta.name());
             let refusal = if !admits_listener_set(world, gw, ns) {
                 Some(format!(
                     "Gateway {gw_ns}/{gw_name} does not allow ListenerSet {ns}/{name}: its spec.allowedListeners exclude namespace {ns}; attach to the Gateway directly or ask its owner to allow it"
@@ -454,7 +454,7 @@ fn attach_parent<'w, W: World>(
             format!(
                 "{} refuses this {}: {}",
                 parent_label(),
-                route.kind,
+                route.kind(),
                 refusals.join("; ")
             ),
         ));
@@ -523,9 +523,9 @@ pub fn origin_of(
         .or_else(|| cfg.annotation(&gateway.meta.annotations, "ttl"))
         .and_then(parse_ttl);
     Origin {
-        gateway: format!("{}/{}", gateway.meta.namespace, gateway.meta.name).into(),
+        gateway: format!("{}/{}", gateway.meta.namespace(), gateway.meta.name()).into(),
         listener_set: listener_set
-            .map(|ls| format!("{}/{}", ls.meta.namespace, ls.meta.name).into()),
+            .map(|ls| format!("{}/{}", ls.meta.namespace(), ls.meta.name()).into()),
         targets,
         kept,
         ttl,
@@ -573,7 +573,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
             "spec.parentRefs".to_owned(),
             format!(
                 "{} attaches to no Gateway, so no DNS is published; add spec.parentRefs",
-                route.kind
+                route.kind()
             ),
         ));
     }
@@ -611,10 +611,10 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                     NameSource::SpecHostname(i) => usize::try_from(*i)
                         .ok()
                         .and_then(|i| route.hostnames.get(i))
-                        .filter(|written| ***written == **name),
+                        .filter(|written| written.as_str() == *name),
                     _ => None,
                 };
-                let name: Arc<str> = written.map_or_else(|| Arc::from(*name), Arc::clone);
+                let name: Name = written.map_or_else(|| Name::new(name), Name::clone);
                 claims.extend(origins.iter().map(|origin| Claim {
                     name: name.clone(),
                     origin: origin.clone(),
@@ -683,7 +683,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
                     continue;
                 }
                 claims.push(Claim {
-                    name: name.into(),
+                    name: Name::new(&name),
                     origin: parent.origin.clone(),
                     source: NameSource::Inherited(parent.parent_index),
                 });
@@ -806,7 +806,7 @@ fn route_target_override<W: World>(
 ) -> Option<Arc<[Address]>> {
     let targets = target_override(cfg, &route.meta.annotations).filter(|t| !t.is_empty())?;
     let labels = world
-        .namespace(&route.meta.namespace)
+        .namespace(route.meta.namespace())
         .map(|ns| &ns.meta.labels);
     if !cfg.route_targets_allowed(labels) {
         findings.push(finding(
@@ -815,7 +815,7 @@ fn route_target_override<W: World>(
             cfg.annotation_field("target"),
             format!(
                 "routes in namespace {} may not set their own DNS targets, so the target annotation is ignored and the names point at the Gateway's addresses; remove it or ask the platform team",
-                route.meta.namespace
+                route.meta.namespace()
             ),
         ));
         return None;
@@ -839,7 +839,8 @@ fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
             "spec.parentRefs".to_owned(),
             format!(
                 "{} has {parent_refs} parentRefs, more than the {} gateway-dns accepts; split it into smaller routes",
-                route.kind, cfg.max_route_parent_refs
+                route.kind(),
+                cfg.max_route_parent_refs
             ),
         ));
     }
@@ -861,7 +862,8 @@ fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
             field,
             format!(
                 "{} has {hostnames} hostnames (spec and annotation), more than the {} gateway-dns accepts; split it into smaller routes",
-                route.kind, cfg.max_route_hostnames
+                route.kind(),
+                cfg.max_route_hostnames
             ),
         ));
     }

@@ -670,7 +670,7 @@ fn narrowed_to(parents: &[ParentView], name: &str) -> Vec<String> {
 
 fn parent_views<W: World>(world: &W, route: &Route) -> Vec<ParentView> {
     let findings: Vec<Violation> = world
-        .route(&route.key())
+        .route(&route.meta.key)
         .map(|entry| {
             entry
                 .eval

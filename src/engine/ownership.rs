@@ -5,14 +5,13 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use super::hostname;
 use super::settle::{Claimant, precedence};
 use super::world::{Claim, Finding, NameSource, World};
 use super::{Config, ConfigError, Reason, concat};
 use crate::model::dns_name::parse_hostname;
-use crate::model::{Namespace, Route};
+use crate::model::{Name, Namespace, Route};
 
 /// Namespace annotation: the hostnames (exact, or `*.suffix`) routes in the namespace may publish.
 pub const ALLOWED_HOSTNAMES_ANNOTATION: &str = "gateway-dns.io/allowed-hostnames";
@@ -87,13 +86,13 @@ pub(crate) fn keep_allowed_claims<W: World>(
     claims: &mut Vec<Claim>,
     findings: &mut Vec<Finding>,
 ) {
-    let namespace_name = &*route.meta.namespace;
+    let namespace_name = route.meta.namespace();
     let allowed = world.namespace(namespace_name).and_then(allowed_hostnames);
     if allowed.is_none() && !cfg.require_allowed_hostnames {
         return;
     }
     let patterns = allowed.as_deref().unwrap_or_default();
-    let mut refused: Vec<(Arc<str>, NameSource)> = Vec::new();
+    let mut refused: Vec<(Name, NameSource)> = Vec::new();
     claims.retain(|claim| {
         let covered = patterns
             .iter()
@@ -161,10 +160,10 @@ pub fn take_from_other_namespaces<'a, W: World>(
     if world.config().hostname_ownership == HostnameOwnership::Off {
         return Vec::new();
     }
-    let owner_namespace = &*owner.route.meta.namespace;
+    let owner_namespace = owner.route.meta.namespace();
     let mut taken = Vec::new();
     claims.retain(|claim| {
-        let namespace = &*claim.route.meta.namespace;
+        let namespace = claim.route.meta.namespace();
         let kept = shares(world, owner_namespace, namespace);
         if !kept {
             taken.push((*claim, owned_message(name, &owner, namespace)));
@@ -190,7 +189,7 @@ pub fn owner_refusing<'a, W: World>(
         return None;
     }
     let first_incumbent = incumbents.first().copied()?;
-    let stored = world.route(&route.key()).and_then(|entry| {
+    let stored = world.route(&route.meta.key).and_then(|entry| {
         entry.eval.claims_on(name).first().map(|claim| Claimant {
             route: &entry.route,
             claim,
@@ -201,25 +200,25 @@ pub fn owner_refusing<'a, W: World>(
         Some(stored) if precedence(&stored, &first_incumbent) == Ordering::Less => stored,
         _ => first_incumbent,
     };
-    let owner_namespace = &*owner.route.meta.namespace;
-    incumbents.retain(|claim| shares(world, owner_namespace, &claim.route.meta.namespace));
-    (!shares(world, owner_namespace, &route.meta.namespace)).then_some(owner)
+    let owner_namespace = owner.route.meta.namespace();
+    incumbents.retain(|claim| shares(world, owner_namespace, claim.route.meta.namespace()));
+    (!shares(world, owner_namespace, route.meta.namespace())).then_some(owner)
 }
 
 /// The one-line message for a route in `namespace` that claims `name`, owned through `owner`.
 pub fn owned_message(name: &str, owner: &Claimant, namespace: &str) -> String {
     let route = owner.route;
-    let owner_namespace = &*route.meta.namespace;
+    let owner_namespace = route.meta.namespace();
     concat(&[
         name,
         " belongs to namespace ",
         owner_namespace,
         ", where ",
-        route.kind.kind(),
+        route.kind().kind(),
         " ",
         owner_namespace,
         "/",
-        &route.meta.name,
+        route.meta.name(),
         " claimed it first; use another hostname, or ask the owners of ",
         owner_namespace,
         " to add ",

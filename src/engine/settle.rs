@@ -60,7 +60,11 @@ impl Claimant<'_> {
 
 /// `Kind/namespace/name`; built by hand, as every finding of every review names its route.
 pub fn route_ref(route: &Route) -> String {
-    let (kind, namespace, name) = (route.kind.kind(), &*route.meta.namespace, &*route.meta.name);
+    let (kind, namespace, name) = (
+        route.kind().kind(),
+        route.meta.namespace(),
+        route.meta.name(),
+    );
     let mut out = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
     out.push_str(kind);
     out.push('/');
@@ -120,17 +124,17 @@ pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceK
     )
     .or_else(|| {
         decided(
-            a.route.meta.namespace.cmp(&b.route.meta.namespace),
+            a.route.meta.namespace().cmp(b.route.meta.namespace()),
             PrecedenceKey::Namespace,
         )
     })
     .or_else(|| {
         decided(
-            a.route.meta.name.cmp(&b.route.meta.name),
+            a.route.meta.name().cmp(b.route.meta.name()),
             PrecedenceKey::Name,
         )
     })
-    .or_else(|| decided(a.route.kind.cmp(&b.route.kind), PrecedenceKey::Kind))
+    .or_else(|| decided(a.route.kind().cmp(&b.route.kind()), PrecedenceKey::Kind))
     .or_else(|| {
         decided(
             a.claim.origin.gateway.cmp(&b.claim.origin.gateway),
@@ -268,11 +272,11 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
             " at ",
             &targets,
             " for ",
-            route.kind.kind(),
+            route.kind().kind(),
             " ",
-            &route.meta.namespace,
+            route.meta.namespace(),
             "/",
-            &route.meta.name,
+            route.meta.name(),
             ", not at ",
             &loser.claim.origin.targets_text(),
             "; use the same target annotation or drop the hostname",
@@ -286,11 +290,11 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
             " (",
             &targets,
             ") for ",
-            route.kind.kind(),
+            route.kind().kind(),
             " ",
-            &route.meta.namespace,
+            route.meta.namespace(),
             "/",
-            &route.meta.name,
+            route.meta.name(),
             "; attach to ",
             gw,
             " or drop the hostname",
@@ -401,7 +405,7 @@ pub fn violation_parts<W: World>(
     let cfg = world.config();
     let mode = cfg.mode_for(
         world
-            .namespace(&route.meta.namespace)
+            .namespace(route.meta.namespace())
             .map(|ns| &ns.meta.labels),
     );
     Violation {
@@ -497,11 +501,11 @@ fn ttl_message(name: &str, claim: &Claimant, holder: &Claimant, lowest: u32) -> 
         " asks for TTL ",
         &mine,
         " here, but ",
-        holder.route.kind.kind(),
+        holder.route.kind().kind(),
         " ",
-        &holder.route.meta.namespace,
+        holder.route.meta.namespace(),
         "/",
-        &holder.route.meta.name,
+        holder.route.meta.name(),
         " (or its Gateway) sets ",
         &lowest,
         " for it; the lowest, ",
@@ -622,7 +626,9 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outco
 pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Violation> {
     // The route's own earlier version (same key) is not an incumbent.
     let is_self = |id: &RouteId| {
-        id.kind == route.kind && id.namespace == route.meta.namespace && id.name == route.meta.name
+        id.kind() == route.kind()
+            && id.namespace() == route.meta.namespace()
+            && id.name() == route.meta.name()
     };
     let mut out = Vec::new();
     // Reused for every name: a route has a few names, and each would allocate both anew.
@@ -661,7 +667,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     Reason::HostnameOwnedByOtherNamespace,
                     Some(name.to_owned()),
                     claim.claim.source.field(world.config()),
-                    ownership::owned_message(name, &owner, &route.meta.namespace),
+                    ownership::owned_message(name, &owner, route.meta.namespace()),
                 ));
             }
             continue;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::{Config, Reason, concat, decimal};
-use crate::model::{Address, Gateway, ListenerSet, Namespace, ObjectKey, Route};
+use crate::model::{Address, Gateway, ListenerSet, Name, Namespace, ObjectKey, Route};
 
 /// A route's identity, shared by every map that mentions the route.
-pub type RouteId = Arc<ObjectKey>;
+pub type RouteId = ObjectKey;
 
 /// A route with its current evaluation.
 #[derive(Clone, Debug)]
@@ -125,7 +125,7 @@ impl NameSource {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Claim {
     /// Shared with the index's name → claimants map.
-    pub name: Arc<str>,
+    pub name: Name,
     pub origin: Arc<Origin>,
     pub source: NameSource,
 }

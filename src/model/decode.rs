@@ -12,8 +12,8 @@ use time::format_description::well_known::Rfc3339;
 use super::dns_name::canonical;
 use super::{
     Acceptance, Address, AllowedRoutes, GATEWAY_GROUP, Gateway, GatewayRef, LabelSelector,
-    Listener, ListenerSet, Meta, Namespace, NamespacesFrom, Object, ObjectKind, ParentRef,
-    ParentStatus, ParentType, Requirement, Route, RouteGroupKind, SelectorOp, StringMap,
+    Listener, ListenerSet, Meta, Name, Namespace, NamespacesFrom, Object, ObjectKey, ObjectKind,
+    ParentRef, ParentStatus, ParentType, Requirement, Route, RouteGroupKind, SelectorOp, StringMap,
 };
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -181,7 +181,7 @@ impl raw::Object {
     }
 
     fn into_object(self, kind: ObjectKind) -> Result<Object, DecodeError> {
-        let meta = self.metadata.into_meta(kind.is_namespaced())?;
+        let meta = self.metadata.into_meta(kind)?;
         let (spec, status) = (
             self.spec,
             self.status.map_or_else(raw::Status::default, |s| *s),
@@ -304,18 +304,19 @@ mod raw {
     }
 
     impl Metadata {
-        pub fn into_meta(self, namespaced: bool) -> Result<Meta, DecodeError> {
+        pub fn into_meta(self, kind: ObjectKind) -> Result<Meta, DecodeError> {
             let name = match self.name {
                 Some(name) if !name.is_empty() => name,
                 _ => return Err(DecodeError::field("metadata.name", "is required")),
             };
-            let namespace = if namespaced {
+            let namespace = if kind.is_namespaced() {
                 // Objects written without a namespace live in "default", as kubectl would put them.
-                self.namespace
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or_else(|| "default".to_owned())
+                match self.namespace.as_deref() {
+                    Some(namespace) if !namespace.is_empty() => namespace,
+                    _ => "default",
+                }
             } else {
-                String::new()
+                ""
             };
             let created = match self.creation_timestamp {
                 None | Some(Timestamp::Empty) => None,
@@ -328,8 +329,7 @@ mod raw {
                 }
             };
             Ok(Meta {
-                namespace: namespace.into(),
-                name: name.into(),
+                key: ObjectKey::new(kind, namespace, &name),
                 labels: StringMap::from_boxed_pairs(self.labels.0),
                 annotations: StringMap::from_boxed_pairs(self.annotations.0),
                 created: created.into(),
@@ -796,7 +796,7 @@ mod raw {
         let parent = GatewayRef {
             namespace: parent
                 .namespace
-                .unwrap_or_else(|| meta.namespace.to_string())
+                .unwrap_or_else(|| meta.namespace().to_string())
                 .into(),
             name: parent.name.into(),
         };
@@ -867,7 +867,7 @@ mod raw {
     ) -> Result<Route, DecodeError> {
         let hostnames = if kind.has_hostnames() {
             // Shared: the engine's claims on these names point at the same strings.
-            spec.hostnames.into_iter().map(Arc::from).collect()
+            spec.hostnames.iter().map(|h| Name::new(h)).collect()
         } else {
             Box::default()
         };
@@ -884,7 +884,7 @@ mod raw {
                         accepted,
                         observed_generation: observed_generation.into(),
                     }),
-                    ..parent_ref(s.parent_ref, &meta.namespace)
+                    ..parent_ref(s.parent_ref, meta.namespace())
                 }
             })
             .collect();
@@ -892,7 +892,7 @@ mod raw {
             .parent_refs
             .into_iter()
             .map(|p| {
-                let mut parent = parent_ref(p, &meta.namespace);
+                let mut parent = parent_ref(p, meta.namespace());
                 parent.status = statuses
                     .iter()
                     .find(|s| s.same_parent(&parent) && s.section_name == parent.section_name)
@@ -901,7 +901,6 @@ mod raw {
             })
             .collect();
         Ok(Route {
-            kind,
             meta,
             hostnames,
             parent_refs,
@@ -925,7 +924,7 @@ mod tests {
         let Some(Object::Route(route)) = decode_value(&value).unwrap() else {
             panic!("not a route")
         };
-        assert_eq!(route.kind, ObjectKind::HTTPRoute);
+        assert_eq!(route.kind(), ObjectKind::HTTPRoute);
         assert_eq!(route.parent_refs[0].group(), GATEWAY_GROUP);
         assert_eq!(route.parent_refs[0].kind(), "Gateway");
         assert_eq!(route.parent_refs[0].parent_type, ParentType::Gateway);

@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 mod decode;
 pub mod dns_name;
+mod thin;
 
 pub use decode::{
     DecodeError, Projection, RawObject, decode_json, decode_value, format_rfc3339, type_of,
 };
+pub use thin::{Name, ObjectKey};
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
@@ -139,34 +141,6 @@ impl ObjectKind {
 impl fmt::Display for ObjectKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind())
-    }
-}
-
-/// Identity of an object: kind, namespace ("" for cluster-scoped) and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub kind: ObjectKind,
-    pub namespace: Box<str>,
-    pub name: Box<str>,
-}
-
-impl ObjectKey {
-    pub fn new(kind: ObjectKind, namespace: &str, name: &str) -> ObjectKey {
-        ObjectKey {
-            kind,
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}/{}", self.kind, self.name)
-        } else {
-            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
-        }
     }
 }
 
@@ -325,8 +299,8 @@ impl fmt::Debug for StringMap {
 /// The metadata fields the engine reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Meta {
-    pub namespace: Box<str>,
-    pub name: Box<str>,
+    /// Kind, namespace and name; shared with every map of the index that names the object.
+    pub key: ObjectKey,
     pub labels: StringMap,
     pub annotations: StringMap,
     /// Seconds since the Unix epoch; none when the object has none (files written by hand).
@@ -368,11 +342,16 @@ impl fmt::Debug for OptionalI64 {
 }
 
 impl Meta {
+    pub fn namespace(&self) -> &str {
+        self.key.namespace()
+    }
+
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
     pub fn heap_bytes(&self) -> usize {
-        self.namespace.len()
-            + self.name.len()
-            + self.labels.heap_bytes()
-            + self.annotations.heap_bytes()
+        self.key.heap_bytes() + self.labels.heap_bytes() + self.annotations.heap_bytes()
     }
 }
 
@@ -646,23 +625,26 @@ impl ParentRef {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub kind: ObjectKind,
     pub meta: Meta,
     /// `spec.hostnames` as written (validated by the engine, which reports invalid ones).
     /// Shared with the claims on them: most are written in canonical form already.
-    pub hostnames: Box<[Arc<str>]>,
+    pub hostnames: Box<[Name]>,
     pub parent_refs: Box<[ParentRef]>,
 }
 
 impl Route {
+    pub fn kind(&self) -> ObjectKind {
+        self.meta.key.kind()
+    }
+
     pub fn key(&self) -> ObjectKey {
-        ObjectKey::new(self.kind, &self.meta.namespace, &self.meta.name)
+        self.meta.key.clone()
     }
 
     /// Approximate heap bytes owned by this projection (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         self.meta.heap_bytes()
-            + self.hostnames.iter().map(|h| h.len() + 32).sum::<usize>()
+            + self.hostnames.iter().map(|h| h.len() + 24).sum::<usize>()
             + self
                 .parent_refs
                 .iter()
@@ -695,12 +677,7 @@ pub enum Object {
 
 impl Object {
     pub fn kind(&self) -> ObjectKind {
-        match self {
-            Object::Namespace(_) => ObjectKind::Namespace,
-            Object::Gateway(_) => ObjectKind::Gateway,
-            Object::ListenerSet(_) => ObjectKind::ListenerSet,
-            Object::Route(r) => r.kind,
-        }
+        self.meta().key.kind()
     }
 
     pub fn meta(&self) -> &Meta {
@@ -713,8 +690,7 @@ impl Object {
     }
 
     pub fn key(&self) -> ObjectKey {
-        let meta = self.meta();
-        ObjectKey::new(self.kind(), &meta.namespace, &meta.name)
+        self.meta().key.clone()
     }
 }
 

@@ -291,7 +291,7 @@ fn decide_namespace(snap: &Snapshot, namespace: &Arc<Namespace>, old: &Namespace
     if !changed {
         return Decision::allow();
     }
-    let key = ObjectKey::new(ObjectKind::Namespace, "", &namespace.meta.name);
+    let key = ObjectKey::new(ObjectKind::Namespace, "", namespace.meta.name());
     let next = snap.with_applied(Object::Namespace(namespace.clone()));
     // The routes of the namespace, and every route claiming one of their names: sharing (or no
     // longer sharing) a name changes who keeps it.

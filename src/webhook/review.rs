@@ -568,7 +568,7 @@ mod tests {
         assert_eq!(parsed.kind.kind, "HTTPRoute");
         assert_eq!(parsed.kind.group, "gateway.networking.k8s.io");
         match parsed.object() {
-            Some(Object::Namespace(namespace)) => assert_eq!(&*namespace.meta.name, "aé"),
+            Some(Object::Namespace(namespace)) => assert_eq!(namespace.meta.name(), "aé"),
             other => panic!("expected the Namespace, got {other:?}"),
         }
         assert!(parsed.old_object.is_none());

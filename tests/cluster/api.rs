@@ -344,10 +344,10 @@ pub fn mismatch(index: &Index, state: &ApiState) -> Option<String> {
             };
             let key = expected.key();
             let same = match &expected {
-                Object::Namespace(ns) => snapshot.namespace(&key.name) == Some(&**ns),
-                Object::Gateway(gw) => snapshot.gateway(&key.namespace, &key.name) == Some(gw),
+                Object::Namespace(ns) => snapshot.namespace(key.name()) == Some(&**ns),
+                Object::Gateway(gw) => snapshot.gateway(key.namespace(), key.name()) == Some(gw),
                 Object::ListenerSet(ls) => {
-                    snapshot.listener_set(&key.namespace, &key.name) == Some(ls)
+                    snapshot.listener_set(key.namespace(), key.name()) == Some(ls)
                 }
                 // The index keeps routes trimmed to what its configuration reads.
                 Object::Route(route) => snapshot.route(&key).is_some_and(|entry| {

@@ -190,10 +190,10 @@ fn mismatch(index: &Index, server: &ApiServer) -> Option<String> {
             };
             let key = expected.key();
             let same = match &expected {
-                Object::Namespace(ns) => snapshot.namespace(&key.name) == Some(&**ns),
-                Object::Gateway(gw) => snapshot.gateway(&key.namespace, &key.name) == Some(gw),
+                Object::Namespace(ns) => snapshot.namespace(key.name()) == Some(&**ns),
+                Object::Gateway(gw) => snapshot.gateway(key.namespace(), key.name()) == Some(gw),
                 Object::ListenerSet(ls) => {
-                    snapshot.listener_set(&key.namespace, &key.name) == Some(ls)
+                    snapshot.listener_set(key.namespace(), key.name()) == Some(ls)
                 }
                 // The index keeps routes trimmed to what its configuration reads.
                 Object::Route(route) => snapshot.route(&key).is_some_and(|entry| {

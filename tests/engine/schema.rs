@@ -160,7 +160,7 @@ fn every_field_the_engine_reads_survives_the_schema() {
         ("ListenerSet", Some("l2"), Some(443))
     );
     assert_eq!(
-        (tcp.kind, tcp.parent_refs[0].port),
+        (tcp.kind(), tcp.parent_refs[0].port),
         (ObjectKind::TCPRoute, Some(9000))
     );
 }

@@ -88,11 +88,7 @@ fn the_index_keeps_an_oversized_route_without_expanding_it() {
     index.apply(big_route::decode(big_route::route_json(
         HOSTNAMES, GATEWAYS, LISTENERS,
     )));
-    let key = ObjectKey {
-        kind: ObjectKind::HTTPRoute,
-        namespace: "shop".into(),
-        name: "big".into(),
-    };
+    let key = ObjectKey::new(ObjectKind::HTTPRoute, "shop", "big");
     index.read(|snapshot| {
         let entry = snapshot.route(&key).expect("the route is indexed");
         assert!(entry.eval.claims.is_empty());

@@ -269,7 +269,7 @@ pub struct TestHandler;
 impl AdmissionHandler for TestHandler {
     fn handle(&self, request: &AdmissionRequest) -> Verdict {
         let meta = request.object().map(|object| object.meta());
-        let name = meta.map_or("unnamed", |meta| &*meta.name);
+        let name = meta.map_or("unnamed", |meta| meta.name());
         let verdict = meta
             .and_then(|meta| meta.annotations.get(VERDICT_ANNOTATION))
             .unwrap_or("allow");
