@@ -6,7 +6,7 @@
 //! (webhook requests, a sync pass) work on a consistent view while writers go on. B-trees rather
 //! than HAMTs because their dense nodes take less memory per entry (docs/benchmarks.md).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use arc_swap::ArcSwap;
 use imbl::{OrdMap, OrdSet};
@@ -910,9 +910,11 @@ struct Inner {
     state: Mutex<Snapshot>,
     published: ArcSwap<Snapshot>,
     changes: watch::Sender<u64>,
-    /// The settled outcome of a published snapshot (the one it was computed over is kept to
-    /// compare by identity), so the sync loop and the findings report share one evaluation.
-    settled: Mutex<Option<(Arc<Snapshot>, Arc<Outcome>)>>,
+    /// The settled outcome of a published snapshot while someone holds it, and the snapshot it
+    /// was computed over (compared by identity), so the sync loop and the findings report share
+    /// one evaluation. Not kept past its readers: between passes the records are in DNS, and
+    /// the outcome held on its own was a third of `serve`'s heap (docs/benchmarks.md).
+    settled: Mutex<Option<(Weak<Snapshot>, Weak<Outcome>)>>,
 }
 
 impl Default for Index {
@@ -958,8 +960,9 @@ impl Index {
         read(&self.inner.published.load())
     }
 
-    /// The engine's settled outcome (records and findings) over the current snapshot, computed
-    /// once per snapshot: whoever asks first evaluates, later callers get the same result.
+    /// The engine's settled outcome (records and findings) over the current snapshot: whoever
+    /// asks first evaluates, callers while it is held get the same result, and a caller after
+    /// every holder let go evaluates again.
     pub fn settled(&self) -> Arc<Outcome> {
         let snapshot = self.snapshot();
         let mut settled = self
@@ -967,13 +970,15 @@ impl Index {
             .settled
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A `Weak` keeps its allocation, so no later snapshot can take the address compared.
         if let Some((of, outcome)) = settled.as_ref()
-            && Arc::ptr_eq(of, &snapshot)
+            && std::ptr::eq(of.as_ptr(), Arc::as_ptr(&snapshot))
+            && let Some(outcome) = outcome.upgrade()
         {
-            return outcome.clone();
+            return outcome;
         }
         let outcome = Arc::new(settle_all(&*snapshot));
-        *settled = Some((snapshot, outcome.clone()));
+        *settled = Some((Arc::downgrade(&snapshot), Arc::downgrade(&outcome)));
         outcome
     }
 

@@ -263,6 +263,8 @@ impl Process {
                 feedback
                     .update(&index.config(), &outcome, routes, leading)
                     .await;
+                // Not held while waiting: the index keeps an outcome only while it is read.
+                drop(outcome);
                 // Until the index or the leadership changes, tell what the sync loop writes.
                 loop {
                     let leadership_changed = async {

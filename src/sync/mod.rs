@@ -172,12 +172,14 @@ impl Syncer {
     }
 
     async fn compute(&self) -> Result<Plan, Error> {
-        let current = self.provider.records().await.map_err(Error::Listing)?;
+        // Desired first: the engine's outcome it is read from is let go before the listing and
+        // the plan are held, so a pass never holds all three.
         let desired = self
             .provider
             .adjust(self.source.desired())
             .await
             .map_err(Error::Adjust)?;
+        let current = self.provider.records().await.map_err(Error::Listing)?;
         let planned = plan::Planned::new(
             &desired,
             &current,

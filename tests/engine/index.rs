@@ -763,8 +763,9 @@ fn routes_through_one_listener_set_share_its_origin_and_follow_their_gateway() {
     assert_eq!(first.targets_text(), "10.0.0.7");
 }
 
-/// The settled outcome is computed once per snapshot and shared (the sync loop and the findings
-/// report read the same one), and follows every change.
+/// The settled outcome is computed once per snapshot while it is read, and shared (the sync loop
+/// and the findings report read the same one), follows every change, and is not kept past its
+/// readers.
 #[test]
 fn settled_is_one_evaluation_per_snapshot_and_follows_changes() {
     let index = Index::new();
@@ -808,4 +809,10 @@ fn settled_is_one_evaluation_per_snapshot_and_follows_changes() {
     assert!(!Arc::ptr_eq(&first, &fixed));
     assert_eq!(*fixed, settle_all(&*index.snapshot()));
     assert!(fixed.violations.is_empty(), "{:?}", fixed.violations);
+    // Kept only while read: once every reader let go it is freed, and asked again, evaluated
+    // again.
+    let read = Arc::downgrade(&fixed);
+    drop(fixed);
+    assert!(read.upgrade().is_none(), "the index keeps an outcome nobody reads");
+    assert_eq!(*index.settled(), settle_all(&*index.snapshot()));
 }
