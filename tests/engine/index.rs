@@ -813,6 +813,9 @@ fn settled_is_one_evaluation_per_snapshot_and_follows_changes() {
     // again.
     let read = Arc::downgrade(&fixed);
     drop(fixed);
-    assert!(read.upgrade().is_none(), "the index keeps an outcome nobody reads");
+    assert!(
+        read.upgrade().is_none(),
+        "the index keeps an outcome nobody reads"
+    );
     assert_eq!(*index.settled(), settle_all(&*index.snapshot()));
 }
