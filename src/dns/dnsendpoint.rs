@@ -17,6 +17,7 @@
 //! they are read back from the labels, and external-dns's own TXT registry guards the records in
 //! DNS. Objects are written by server-side apply with field manager `gateway-dns`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -241,7 +242,7 @@ impl DnsEndpointProvider {
                         Value::Undecryptable | Value::Other => None,
                     })
                     .find(|labels| labels.owner == self.registry.owner_id)
-                    .and_then(|labels| labels.resource);
+                    .and_then(|labels| labels.resource.map(Cow::into_owned));
                 for name in self.registry.record_names(&registry_name) {
                     after.entry(name).or_default().resource = resource.clone();
                 }

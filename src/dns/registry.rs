@@ -14,6 +14,7 @@
 //! `--txt-wildcard-replacement` for a leading `*`, and `--txt-encrypt-enabled` (the value
 //! encrypted, see [`super::txt_crypto`]).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Endpoint;
@@ -26,14 +27,28 @@ const OWNER_KEY: &str = "owner";
 const RESOURCE_KEY: &str = "resource";
 
 /// Labels parsed from one ownership TXT value: only what the plan reads, as a sync pass parses
-/// one per ownership record the provider lists.
+/// one per ownership record the provider lists. They borrow the value they were read from; a
+/// value opened with the registry's key owns its plain text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Labels {
-    pub owner: String,
-    pub resource: Option<String>,
+pub struct Labels<'v> {
+    pub owner: Cow<'v, str>,
+    pub resource: Option<Cow<'v, str>>,
     /// The plain text of a value that was encrypted with the registry's key (without quotes);
     /// `None` when the value was not encrypted.
-    pub decrypted: Option<String>,
+    pub decrypted: Option<Box<str>>,
+}
+
+impl Labels<'_> {
+    /// Labels that no longer borrow the text they were read from.
+    pub fn into_owned(self) -> Labels<'static> {
+        Labels {
+            owner: Cow::Owned(self.owner.into_owned()),
+            resource: self
+                .resource
+                .map(|resource| Cow::Owned(resource.into_owned())),
+            decrypted: self.decrypted,
+        }
+    }
 }
 
 /// The TXT value that marks a record as owned by `owner_id`, in external-dns's layout
@@ -48,7 +63,7 @@ pub fn ownership_value(owner_id: &str, resource: Option<&str>) -> String {
 
 /// Parse an ownership value; `None` when it is not an external-dns heritage record (an
 /// ordinary TXT record). Surrounding quotes, as some APIs return them, are tolerated.
-pub fn parse_ownership(value: &str) -> Option<Labels> {
+pub fn parse_ownership(value: &str) -> Option<Labels<'_>> {
     let value = strip_quotes(value);
     let mut heritage_ok = false;
     let (mut owner, mut resource) = (None, None);
@@ -72,8 +87,8 @@ pub fn parse_ownership(value: &str) -> Option<Labels> {
         return None;
     }
     Some(Labels {
-        owner: owner.unwrap_or_default().to_owned(),
-        resource: resource.map(str::to_owned),
+        owner: Cow::Borrowed(owner.unwrap_or_default()),
+        resource: resource.map(Cow::Borrowed),
         decrypted: None,
     })
 }
@@ -121,8 +136,8 @@ pub struct TxtRegistry {
 
 /// What one TXT value is to the registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    Ownership(Labels),
+pub enum Value<'v> {
+    Ownership(Labels<'v>),
     /// Looks like an encrypted ownership value, but the configured key does not open it: it is
     /// not ours, and it is reported rather than taken for an ordinary TXT record in silence.
     Undecryptable,
@@ -165,7 +180,7 @@ impl TxtRegistry {
     }
 
     /// The name under which the registry knows `dns_name` (the leading `*` replaced).
-    pub fn registry_name<'n>(&self, dns_name: &'n str) -> std::borrow::Cow<'n, str> {
+    pub fn registry_name<'n>(&self, dns_name: &'n str) -> Cow<'n, str> {
         match (&self.wildcard_replacement, dns_name.strip_prefix("*.")) {
             (Some(replacement), Some(rest)) => format!("{replacement}.{rest}").into(),
             _ => dns_name.into(),
@@ -280,7 +295,7 @@ impl TxtRegistry {
 
     /// What `value` is: an ownership value (plain, or encrypted and opened with our key), one
     /// our key cannot open, or an ordinary TXT value.
-    pub fn parse(&self, value: &str) -> Value {
+    pub fn parse<'v>(&self, value: &'v str) -> Value<'v> {
         if let Some(labels) = parse_ownership(value) {
             return Value::Ownership(labels);
         }
@@ -290,8 +305,8 @@ impl TxtRegistry {
         match cipher.decrypt(value) {
             Ok(plain) => match parse_ownership(&plain) {
                 Some(labels) => Value::Ownership(Labels {
-                    decrypted: Some(strip_quotes(&plain).to_owned()),
-                    ..labels
+                    decrypted: Some(strip_quotes(&plain).into()),
+                    ..labels.into_owned()
                 }),
                 None => Value::Other,
             },
@@ -305,7 +320,7 @@ impl TxtRegistry {
     pub fn value_for(
         &self,
         resource: Option<&str>,
-        present: &[(&str, Labels)],
+        present: &[(&str, Labels<'_>)],
     ) -> Result<String, CryptoError> {
         let plain = ownership_value(&self.owner_id, resource);
         match &self.cipher {
@@ -357,6 +372,17 @@ pub fn covered_by(txt_name: &str) -> Covers {
     TxtRegistry::new("").covered_by(txt_name)
 }
 
+/// `covered` borrowed from the end of `listed` when it is written there as it is (the usual
+/// case: `a-www.example.com` covers `www.example.com`), so an index over a whole listing does
+/// not copy every name.
+fn tail_of(listed: &str, covered: String) -> Cow<'_, str> {
+    let tail = (listed.len().checked_sub(covered.len())).and_then(|start| listed.get(start..));
+    match tail {
+        Some(tail) if tail == covered => Cow::Borrowed(tail),
+        _ => Cow::Owned(covered),
+    }
+}
+
 /// Who owns a record, and through which TXT record we know it (borrowed from the listing the
 /// [`OwnershipIndex`] reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,7 +397,7 @@ pub struct Owner<'a> {
 #[derive(Debug, Clone)]
 struct RegistryTxt<'r> {
     /// Each value as listed, and parsed.
-    values: Vec<(&'r str, Labels)>,
+    values: Vec<(&'r str, Labels<'r>)>,
     /// The name holds ownership values only: registry bookkeeping, not data.
     only_ownership: bool,
 }
@@ -381,10 +407,11 @@ struct RegistryTxt<'r> {
 #[derive(Debug, Clone)]
 pub struct OwnershipIndex<'r> {
     registry: TxtRegistry,
-    /// The TXT name owning each record in the new format.
-    by_record: BTreeMap<(String, RecordType), &'r str>,
+    /// The TXT name owning each record in the new format (the record's name borrowed from the
+    /// TXT name where it is written there as it is).
+    by_record: BTreeMap<(Cow<'r, str>, RecordType), &'r str>,
     /// The TXT name owning the records at a name in the legacy format.
-    legacy_by_name: BTreeMap<String, &'r str>,
+    legacy_by_name: BTreeMap<Cow<'r, str>, &'r str>,
     /// TXT names holding at least one heritage value.
     registry_txt: BTreeMap<&'r str, RegistryTxt<'r>>,
     /// TXT names holding a value that looks encrypted but that our key does not open.
@@ -401,7 +428,7 @@ impl<'r> OwnershipIndex<'r> {
             undecryptable: BTreeSet::new(),
         };
         for record in records.iter().filter(|r| r.record_type == RecordType::TXT) {
-            let mut values: Vec<(&'r str, Labels)> = Vec::new();
+            let mut values: Vec<(&'r str, Labels<'r>)> = Vec::new();
             let mut only_ownership = !record.targets.is_empty();
             for value in &record.targets {
                 match registry.parse(value) {
@@ -419,10 +446,13 @@ impl<'r> OwnershipIndex<'r> {
             let txt_name = record.dns_name.as_str();
             match registry.covered_by(txt_name) {
                 Covers::Record(name, record_type) => {
+                    let name = tail_of(txt_name, name);
                     index.by_record.insert((name, record_type), txt_name);
                 }
                 Covers::Legacy(name) => {
-                    index.legacy_by_name.insert(name, txt_name);
+                    index
+                        .legacy_by_name
+                        .insert(tail_of(txt_name, name), txt_name);
                 }
                 Covers::OtherType | Covers::Unrelated => {}
             }
@@ -460,7 +490,8 @@ impl<'r> OwnershipIndex<'r> {
     pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<Owner<'_>> {
         let name = self.registry.registry_name(name);
         let name = name.as_ref();
-        if let Some(txt_name) = self.by_record.get(&(name.to_string(), record_type)) {
+        let by_record: &BTreeMap<(Cow<'_, str>, RecordType), &str> = &self.by_record;
+        if let Some(txt_name) = by_record.get(&(Cow::Borrowed(name), record_type)) {
             return self.owner_at(txt_name, false);
         }
         if record_type == RecordType::AAAA {
@@ -472,14 +503,14 @@ impl<'r> OwnershipIndex<'r> {
     }
 
     /// The TXT name as listed and its heritage values, when it holds any.
-    pub fn registry_entry(&self, txt_name: &str) -> Option<(&'r str, &[(&'r str, Labels)])> {
+    pub fn registry_entry(&self, txt_name: &str) -> Option<(&'r str, &[(&'r str, Labels<'r>)])> {
         self.registry_txt
             .get_key_value(txt_name)
             .map(|(name, txt)| (*name, txt.values.as_slice()))
     }
 
     /// Heritage values (raw text, parsed) stored at `txt_name`.
-    pub fn registry_values(&self, txt_name: &str) -> &[(&'r str, Labels)] {
+    pub fn registry_values(&self, txt_name: &str) -> &[(&'r str, Labels<'r>)] {
         self.registry_txt
             .get(txt_name)
             .map(|txt| txt.values.as_slice())
@@ -501,10 +532,15 @@ impl<'r> OwnershipIndex<'r> {
     pub fn owned_new_format<'a>(
         &'a self,
         owner_id: &'a str,
-    ) -> impl Iterator<Item = (&'a (String, RecordType), Owner<'a>)> + 'a {
+    ) -> impl Iterator<Item = ((&'a str, RecordType), Owner<'a>)> + 'a {
         self.by_record
             .iter()
-            .filter_map(|(key, txt_name)| Some((key, self.owner_at(txt_name, false)?)))
+            .filter_map(|((name, record_type), txt_name)| {
+                Some((
+                    (name.as_ref(), *record_type),
+                    self.owner_at(txt_name, false)?,
+                ))
+            })
             .filter(move |(_, owner)| owner.owner == owner_id)
     }
 
@@ -516,7 +552,7 @@ impl<'r> OwnershipIndex<'r> {
                 self.owner_at(txt_name, true)
                     .is_some_and(|owner| owner.owner == owner_id)
             })
-            .map(|(name, _)| name.as_str())
+            .map(|(name, _)| name.as_ref())
             .collect()
     }
 }
@@ -639,6 +675,75 @@ mod tests {
         );
         assert!(index.is_registry_record(&records[0]));
         assert!(!index.is_registry_record(&records[1]));
+    }
+
+    /// The index borrows a covered name from its TXT name where it is written there as it is,
+    /// and copies it where it is not (upper case, which an endpoint's name never keeps, or a
+    /// suffix inside the name); both are found.
+    #[test]
+    fn index_finds_names_borrowed_from_txt_names_and_copied_ones() {
+        assert!(matches!(
+            tail_of("a-app.example.com", "app.example.com".into()),
+            Cow::Borrowed("app.example.com")
+        ));
+        assert!(matches!(
+            tail_of("A-App.Example.com", "app.example.com".into()),
+            Cow::Owned(_)
+        ));
+        assert!(matches!(
+            tail_of("x", "app.example.com".into()),
+            Cow::Owned(_)
+        ));
+        let records = vec![
+            Endpoint::new(
+                "a-app.example.com",
+                RecordType::TXT,
+                [ownership_value("lower", Some("httproute/a/app"))],
+            ),
+            Endpoint::new(
+                "AAAA-Web.Example.com",
+                RecordType::TXT,
+                [ownership_value("upper", None)],
+            ),
+            Endpoint::new(
+                "OLD.example.com",
+                RecordType::TXT,
+                [ownership_value("legacy", None)],
+            ),
+        ];
+        let index = OwnershipIndex::from_records(&records, &TxtRegistry::new("x"));
+        let app = index.owner_of("app.example.com", RecordType::A).unwrap();
+        assert_eq!(
+            (app.owner, app.resource),
+            ("lower", Some("httproute/a/app"))
+        );
+        let web = index.owner_of("web.example.com", RecordType::AAAA).unwrap();
+        assert_eq!((web.owner, web.txt_name), ("upper", "aaaa-web.example.com"));
+        assert_eq!(
+            index
+                .owner_of("old.example.com", RecordType::A)
+                .unwrap()
+                .owner,
+            "legacy"
+        );
+        assert_eq!(
+            index.owned_legacy_names("legacy"),
+            BTreeSet::from(["old.example.com"])
+        );
+        let owned: Vec<_> = index
+            .owned_new_format("upper")
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(owned, [("web.example.com", RecordType::AAAA)]);
+        // Suffixed names sit inside the TXT name: copied, and found the same.
+        let suffixed = affixed("", "-own", None);
+        let records = vec![Endpoint::new(
+            "a-app-own.example.com",
+            RecordType::TXT,
+            [ownership_value("gw", None)],
+        )];
+        let index = OwnershipIndex::from_records(&records, &suffixed);
+        assert!(index.owner_of("app.example.com", RecordType::A).is_some());
     }
 
     fn affixed(prefix: &str, suffix: &str, wildcard: Option<&str>) -> TxtRegistry {

@@ -687,8 +687,8 @@ impl Planner<'_> {
                 .record_names(registry_name)
                 .iter()
                 .any(|name| {
-                    wanted.contains_key(&(name.as_str(), *record_type))
-                        || self.current.data_record(name, *record_type).is_some()
+                    wanted.contains_key(&(name.as_str(), record_type))
+                        || self.current.data_record(name, record_type).is_some()
                 });
             if !in_use && zone_of(owner.txt_name, &self.zones).is_some() {
                 orphans.push(owner.txt_name.to_owned());
