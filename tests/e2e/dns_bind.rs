@@ -7,11 +7,12 @@ use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::Metrics;
 use gateway_dns::model::RecordType;
-use gateway_dns::sync::{DesiredSource, Policy, SyncConfig, Syncer};
+use gateway_dns::sync::{Policy, SyncConfig, Syncer};
 use tokio::sync::Notify;
 
 use crate::support::bind::{Bind, KEY_NAME};
 use crate::support::dig;
+use crate::support::records::{Desired, source_of};
 use crate::support::records::{
     a, assert_blocked_by_foreign, change_app_targets_and_ttl, colliding_with_foreign,
     foreign_zone_lines, remove_everything,
@@ -20,18 +21,11 @@ use crate::support::records::{
 const ZONE: &str = "example.com";
 const OWNER: &str = "gw-test";
 
-type Desired = Arc<Mutex<Vec<Endpoint>>>;
-
-fn source(desired: &Desired) -> Arc<dyn DesiredSource> {
-    let desired = desired.clone();
-    Arc::new(move || desired.lock().unwrap().clone())
-}
-
 fn syncer(bind: &Bind, desired: &Desired, policy: Policy) -> Syncer {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.policy = policy;
-    Syncer::new(provider, source(desired), config, Default::default())
+    Syncer::new(provider, source_of(desired), config, Default::default())
 }
 
 fn lookup(bind: &Bind, name: &str, rtype: &str) -> Vec<String> {
@@ -252,7 +246,7 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     let metrics = Arc::new(Metrics::new());
     let syncer = Arc::new(Syncer::new(
         provider,
-        source(&desired),
+        source_of(&desired),
         config,
         metrics.clone(),
     ));
@@ -328,7 +322,7 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
     config.dry_run = true;
     let dry = Syncer::new(
         provider.clone(),
-        source(&desired),
+        source_of(&desired),
         config,
         Default::default(),
     );
@@ -347,7 +341,7 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
     let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
     let gated = Syncer::new(
         provider.clone(),
-        source(&desired),
+        source_of(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
         Default::default(),
     )
@@ -408,7 +402,7 @@ async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let syncer = Syncer::new(
         provider.clone(),
-        source(&desired),
+        source_of(&desired),
         SyncConfig::new(OWNER, vec![ZONE.into()]),
         Default::default(),
     );

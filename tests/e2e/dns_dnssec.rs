@@ -17,6 +17,7 @@ use crate::dns_secondary::{Replica, axfr, replica_dirs, wait_for_early_in_a_minu
 use crate::support::bind::{Bind, KEY_NAME, SECRET};
 use crate::support::dig;
 use crate::support::net::{free_port, require_binary};
+use crate::support::records::source_of;
 
 const ZONE: &str = "example.com";
 
@@ -169,10 +170,7 @@ async fn delv_validates_answers_and_dnssec_verify_accepts_the_transferred_zone()
         let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
         let primary = server.local_addr();
         let records = Arc::new(Mutex::new(desired()));
-        let source = {
-            let records = records.clone();
-            Arc::new(move || records.lock().unwrap().clone())
-        };
+        let source = source_of(&records);
         let syncer = Syncer::new(
             server.clone(),
             source,

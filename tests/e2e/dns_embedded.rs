@@ -10,6 +10,7 @@ use gateway_dns::model::RecordType;
 use gateway_dns::sync::{DesiredSource, SyncConfig, Syncer};
 
 use crate::support::dig;
+use crate::support::records::source_of;
 
 fn a(name: &str, ip: &str) -> Endpoint {
     Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
@@ -28,10 +29,7 @@ async fn embedded_server_answers_synced_records_over_udp_and_tcp() {
         Endpoint::new("alias.example.com", RecordType::CNAME, ["app.example.com"]),
         Endpoint::new("text.example.com", RecordType::TXT, ["hello world"]),
     ]));
-    let source = {
-        let desired = desired.clone();
-        Arc::new(move || desired.lock().unwrap().clone())
-    };
+    let source = source_of(&desired);
     let syncer = Syncer::new(
         server.clone(),
         source,
@@ -246,10 +244,7 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
     config.listen = "127.0.0.1:0".parse().unwrap();
     let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
     let desired = Arc::new(Mutex::new(Vec::new()));
-    let source = {
-        let desired = desired.clone();
-        Arc::new(move || desired.lock().unwrap().clone())
-    };
+    let source = source_of(&desired);
     let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
     sync_config.interval = Duration::from_secs(3600);
     // Long enough that the whole burst (~50 ms) lands inside it even on a loaded machine.

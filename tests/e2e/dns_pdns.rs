@@ -9,6 +9,7 @@ use gateway_dns::sync::{Policy, SyncConfig, Syncer};
 
 use crate::support::dig;
 use crate::support::pdns::{API_KEY, Pdns};
+use crate::support::records::source_of;
 use crate::support::records::{
     a, assert_blocked_by_foreign, change_app_targets_and_ttl, colliding_with_foreign, foreign_rows,
     remove_everything,
@@ -58,10 +59,7 @@ async fn pdns_records_follow_desired_set_foreign_survive_and_adoption() {
     ];
     wanted.extend(colliding_with_foreign(ZONE));
     let desired = Arc::new(Mutex::new(wanted));
-    let source = {
-        let desired = desired.clone();
-        Arc::new(move || desired.lock().unwrap().clone())
-    };
+    let source = source_of(&desired);
     let mut config = SyncConfig::new("gw", vec![ZONE.into()]);
     // PowerDNS rejects `a-*.wild…`: use external-dns's wildcard replacement.
     config.registry = config

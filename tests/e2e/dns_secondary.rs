@@ -14,6 +14,7 @@ use gateway_dns::sync::{SyncConfig, Syncer};
 use crate::support::bind::{Bind, KEY_NAME, SECRET};
 use crate::support::dig;
 use crate::support::net::{free_port, require_binary};
+use crate::support::records::source_of;
 
 fn a(name: &str, ip: &str) -> Endpoint {
     Endpoint::new(name, RecordType::A, [ip]).with_resource("httproute/shop/web")
@@ -82,10 +83,7 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
         .lock()
         .unwrap()
         .extend((0..150).map(|i| a(&format!("host{i}.example.com"), "192.0.2.50")));
-    let source = {
-        let desired = desired.clone();
-        Arc::new(move || desired.lock().unwrap().clone())
-    };
+    let source = source_of(&desired);
     let syncer = Syncer::new(
         server.clone(),
         source,

@@ -14,11 +14,12 @@ use gateway_dns::dns::registry::{TxtRegistry, Value};
 use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::txt_crypto::TxtCipher;
 use gateway_dns::model::RecordType;
-use gateway_dns::sync::{BlockReason, DesiredSource, SyncConfig, Syncer};
+use gateway_dns::sync::{BlockReason, SyncConfig, Syncer};
 
 use crate::support::bind::Bind;
 use crate::support::dig;
 use crate::support::records::a;
+use crate::support::records::{Desired, source_of};
 
 const ZONE: &str = "example.com";
 const OWNER: &str = "gw-test";
@@ -30,15 +31,11 @@ const SEALED_OTHER_KEY: &str = "E47RZV42jPaEV4T+3JmenfcmPOUtf6fkbU6IuWaeIOUgvPh+
 const PLAIN_APP: &str =
     "heritage=external-dns,external-dns/owner=gw-test,external-dns/resource=httproute/shop/web";
 
-type Desired = Arc<Mutex<Vec<Endpoint>>>;
-
 fn syncer(bind: &Bind, desired: &Desired, registry: TxtRegistry) -> Syncer {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.registry = registry;
-    let desired = desired.clone();
-    let source: Arc<dyn DesiredSource> = Arc::new(move || desired.lock().unwrap().clone());
-    Syncer::new(provider, source, config, Default::default())
+    Syncer::new(provider, source_of(desired), config, Default::default())
 }
 
 fn lookup(bind: &Bind, name: &str, rtype: &str) -> Vec<String> {

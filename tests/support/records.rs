@@ -2,13 +2,22 @@
 //! before a test, the desired records that collide with them, and what a sync pass reports.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gateway_dns::dns::Endpoint;
 use gateway_dns::model::RecordType;
-use gateway_dns::sync::{BlockReason, Plan, Syncer};
+use gateway_dns::sync::{BlockReason, DesiredSource, Plan, Syncer};
 
 use super::dig;
+
+/// The desired records of a test, which it changes between sync passes.
+pub type Desired = Arc<Mutex<Vec<Endpoint>>>;
+
+/// A sync loop's source reading `desired` as it is at each pass.
+pub fn source_of(desired: &Desired) -> Arc<dyn DesiredSource> {
+    let desired = desired.clone();
+    Arc::new(move || desired.lock().unwrap().clone())
+}
 
 /// Records another party wrote: (label in the zone, type, data). `other` is claimed by another
 /// owner id; the rest carry no ownership record at all.
