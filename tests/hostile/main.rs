@@ -9,4 +9,7 @@ mod client_certs;
 mod connections;
 mod dns;
 mod fuzz_corpus;
+/// The fuzz targets' reading of an input, replayed by `fuzz_corpus`.
+#[path = "../../fuzz/inputs.rs"]
+mod inputs;
 mod routes;
