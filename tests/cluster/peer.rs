@@ -223,26 +223,8 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     // gateway-dns with the same owner id owns what external-dns wrote: it writes nothing on
     // its first pass, then updates and deletes those records as the cluster changes.
     let serve = serve_into(&cluster, &bind, "shared");
-    runtime.block_on(serve.wait_ready(LIMIT));
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(
-        answer(&bind, "example.com", "SOA").soa_serial(),
-        serial_before,
-        "gateway-dns rewrote records external-dns had written with its owner id:\n{}",
-        serve.log_tail()
-    );
-    delete_route(&cluster, "gone");
-    cluster.gateway_address("infra/public", &["203.0.113.11"]);
-    wait_a(
-        &bind,
-        "keep.example.com",
-        &["203.0.113.11"],
-        "gateway-dns",
-        &|| serve.log_tail(),
-    );
-    wait_a(&bind, "gone.example.com", &[], "gateway-dns", &|| {
-        serve.log_tail()
-    });
+    writes_nothing_once_ready(&runtime, &bind, &serve, serial_before);
+    follows_the_cluster(&cluster, &bind, &serve);
     assert!(ownership(&bind, "a-gone.example.com").is_empty());
     assert_eq!(
         ownership(&bind, "a-keep.example.com"),
@@ -281,6 +263,41 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
         ]
     );
     peer.assert_running();
+}
+
+/// gateway-dns, started over the records external-dns wrote with the same owner id, takes them
+/// over as they are: once ready, its passes leave the zone's serial where it was.
+fn writes_nothing_once_ready(
+    runtime: &tokio::runtime::Runtime,
+    bind: &Bind,
+    serve: &Serve,
+    serial_before: Option<u32>,
+) {
+    runtime.block_on(serve.wait_ready(LIMIT));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        answer(bind, "example.com", "SOA").soa_serial(),
+        serial_before,
+        "gateway-dns rewrote records external-dns had written with its owner id:\n{}",
+        serve.log_tail()
+    );
+}
+
+/// Then it updates and deletes the records it took over as the cluster changes: route `gone`
+/// deleted, the Gateway moved to a new address under route `keep`.
+fn follows_the_cluster(cluster: &ControlPlane, bind: &Bind, serve: &Serve) {
+    delete_route(cluster, "gone");
+    cluster.gateway_address("infra/public", &["203.0.113.11"]);
+    wait_a(
+        bind,
+        "keep.example.com",
+        &["203.0.113.11"],
+        "gateway-dns",
+        &|| serve.log_tail(),
+    );
+    wait_a(bind, "gone.example.com", &[], "gateway-dns", &|| {
+        serve.log_tail()
+    });
 }
 
 /// Waits until BIND's SOA serial stays the same over `quiet` (passes every 2 s write nothing).
@@ -771,27 +788,9 @@ fn encrypted_prefixed_ownership_carries_over_from_external_dns_to_gateway_dns_an
     let mut env = bind.serve_env().to_vec();
     env.push(("GATEWAY_DNS_TXT_ENCRYPT_AES_KEY", TXT_KEY));
     let serve = Serve::start_with_env(&kubeconfig, "shared", &args, &env);
-    runtime.block_on(serve.wait_ready(LIMIT));
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(
-        answer(&bind, "example.com", "SOA").soa_serial(),
-        serial_before,
-        "gateway-dns rewrote records external-dns had written with its owner id:\n{}",
-        serve.log_tail()
-    );
+    writes_nothing_once_ready(&runtime, &bind, &serve, serial_before);
     assert_eq!(ownership(&bind, "txt.a-keep.example.com"), written_by_peer);
-    delete_route(&cluster, "gone");
-    cluster.gateway_address("infra/public", &["203.0.113.11"]);
-    wait_a(
-        &bind,
-        "keep.example.com",
-        &["203.0.113.11"],
-        "gateway-dns",
-        &|| serve.log_tail(),
-    );
-    wait_a(&bind, "gone.example.com", &[], "gateway-dns", &|| {
-        serve.log_tail()
-    });
+    follows_the_cluster(&cluster, &bind, &serve);
     assert!(ownership(&bind, "txt.a-gone.example.com").is_empty());
     assert!(ownership(&bind, "a-keep.example.com").is_empty());
     // A record gateway-dns creates gets an ownership record encrypted by gateway-dns.
