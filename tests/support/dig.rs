@@ -53,21 +53,36 @@ pub fn query(server: SocketAddr, name: &str, rtype: &str, tcp: bool) -> Answer {
     query_with(server, name, rtype, &[if tcp { "+tcp" } else { "+notcp" }])
 }
 
-/// Query with extra dig options (e.g. `+ignore` to see a truncated UDP answer as is).
+/// dig's exit status when no server answered in time.
+const NO_REPLY: i32 = 9;
+
+/// Queries sent before giving up on a server that does not reply.
+const ATTEMPTS: usize = 3;
+
+/// Query with extra dig options (e.g. `+ignore` to see a truncated UDP answer as is). A query
+/// that gets no reply at all is sent again (a loopback datagram can wait past dig's 2 s on a
+/// loaded machine); after the last one, the empty answer is returned, its status empty.
 pub fn query_with(server: SocketAddr, name: &str, rtype: &str, options: &[&str]) -> Answer {
     let dig = require_binary("dig", "bind9-dnsutils");
-    let output = Command::new(dig)
-        .arg(format!("@{}", server.ip()))
-        .arg("-p")
-        .arg(server.port().to_string())
-        .args(options)
-        .args(["+norec", "+noall", "+comments", "+answer", "+authority"])
-        .args(["+time=2", "+tries=1"])
-        .arg(name)
-        .arg(rtype)
-        .output()
-        .expect("run dig");
-    parse(&String::from_utf8_lossy(&output.stdout))
+    let mut answer = Answer::default();
+    for _ in 0..ATTEMPTS {
+        let output = Command::new(&dig)
+            .arg(format!("@{}", server.ip()))
+            .arg("-p")
+            .arg(server.port().to_string())
+            .args(options)
+            .args(["+norec", "+noall", "+comments", "+answer", "+authority"])
+            .args(["+time=2", "+tries=1"])
+            .arg(name)
+            .arg(rtype)
+            .output()
+            .expect("run dig");
+        answer = parse(&String::from_utf8_lossy(&output.stdout));
+        if output.status.code() != Some(NO_REPLY) {
+            break;
+        }
+    }
+    answer
 }
 
 pub fn parse(text: &str) -> Answer {
