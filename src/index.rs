@@ -302,10 +302,7 @@ impl Snapshot {
             }
             let claimants = match ids.len() {
                 1 => ids.pop().map(Claimants::One),
-                _ => Some(Claimants::Many(ThinArc::from_header_and_iter(
-                    (),
-                    ids.into_iter(),
-                ))),
+                _ => Some(Claimants::many(ids)),
             };
             grouped.extend(claimants.map(|claimants| (name, claimants)));
         }
@@ -461,13 +458,18 @@ impl Snapshot {
         }
         // A relist mostly repeats what is stored: only changed objects cost a re-evaluation.
         for object in objects {
-            let object = match object {
-                Object::Route(route) => Object::Route(self.cfg.trim_route(route)),
-                other => other,
-            };
+            let object = self.trimmed(object);
             if !self.holds_same(&object) {
                 self.apply(object);
             }
+        }
+    }
+
+    /// `object` as this snapshot would store it: a route trimmed of what the engine does not read.
+    pub fn trimmed(&self, object: Object) -> Object {
+        match object {
+            Object::Route(route) => Object::Route(self.cfg.trim_route(route)),
+            other => other,
         }
     }
 
@@ -861,6 +863,11 @@ enum Claimants {
 }
 
 impl Claimants {
+    /// Several claimants, sorted.
+    fn many(ids: Vec<RouteId>) -> Claimants {
+        Claimants::Many(ThinArc::from_header_and_iter((), ids.into_iter()))
+    }
+
     fn as_slice(&self) -> &[RouteId] {
         match self {
             Claimants::One(id) => std::slice::from_ref(id),
@@ -875,7 +882,7 @@ impl Claimants {
             Err(pos) => {
                 let mut all = ids.to_vec();
                 all.insert(pos, id.clone());
-                Claimants::Many(ThinArc::from_header_and_iter((), all.into_iter()))
+                Claimants::many(all)
             }
         }
     }
@@ -891,10 +898,7 @@ impl Claimants {
         match rest.len() {
             0 => None,
             1 => rest.into_iter().next().map(Claimants::One),
-            _ => Some(Claimants::Many(ThinArc::from_header_and_iter(
-                (),
-                rest.into_iter(),
-            ))),
+            _ => Some(Claimants::many(rest)),
         }
     }
 }
@@ -993,7 +997,7 @@ impl Index {
     /// nothing to follow.
     pub fn apply(&self, object: Object) {
         self.write_if(|s| {
-            let object = s.share_stored(object);
+            let object = s.trimmed(object);
             if s.holds_same(&object) {
                 return false;
             }

@@ -376,7 +376,10 @@ pub fn covered_by(txt_name: &str) -> Covers {
 /// case: `a-www.example.com` covers `www.example.com`), so an index over a whole listing does
 /// not copy every name.
 fn tail_of(listed: &str, covered: String) -> Cow<'_, str> {
-    let tail = (listed.len().checked_sub(covered.len())).and_then(|start| listed.get(start..));
+    let tail = listed
+        .len()
+        .checked_sub(covered.len())
+        .and_then(|start| listed.get(start..));
     match tail {
         Some(tail) if tail == covered => Cow::Borrowed(tail),
         _ => Cow::Owned(covered),

@@ -507,7 +507,7 @@ mod raw {
         #[serde(default, deserialize_with = "nullable")]
         pub parent_refs: Vec<RawParentRef>,
         #[serde(default, deserialize_with = "nullable")]
-        pub hostnames: Vec<Box<str>>,
+        pub hostnames: Vec<Name>,
     }
 
     #[derive(Deserialize, Default, Clone, Debug)]
@@ -842,6 +842,23 @@ mod raw {
         }
     }
 
+    /// A hostname read straight into the shared name the route keeps: one allocation.
+    impl<'de> Deserialize<'de> for Name {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = Name;
+                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    formatter.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Name, E> {
+                    Ok(Name::new(text))
+                }
+            }
+            deserializer.deserialize_string(Visitor)
+        }
+    }
+
     fn parent_ref(raw: RawParentRef, route_namespace: &str) -> ParentRef {
         ParentRef {
             parent_type: ParentType::new(
@@ -867,7 +884,7 @@ mod raw {
     ) -> Result<Route, DecodeError> {
         let hostnames = if kind.has_hostnames() {
             // Shared: the engine's claims on these names point at the same strings.
-            spec.hostnames.iter().map(|h| Name::new(h)).collect()
+            spec.hostnames.into_boxed_slice()
         } else {
             Box::default()
         };
