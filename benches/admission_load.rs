@@ -36,9 +36,54 @@ use webhook_support::{HttpsConnection, TestWebhook, client_tls_config};
 mod synthetic;
 
 /// The allocator of the `gateway-dns` binary (src/main.rs), so the server measured here
-/// allocates as the shipped one does.
+/// allocates as the shipped one does; it also counts each thread's allocations, which the
+/// in-process figures report per request.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: CountingMimalloc = CountingMimalloc;
+
+struct CountingMimalloc;
+
+thread_local! {
+    /// Allocations (and reallocations) made by this thread: a plain cell, no shared counter
+    /// for the load rounds' threads to contend on.
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_allocation() {
+    // `try_with`: a thread being torn down has no counter left, and allocates uncounted.
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+/// This thread's allocations so far.
+fn allocations() -> u64 {
+    ALLOCATIONS.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
+unsafe impl std::alloc::GlobalAlloc for CountingMimalloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        count_allocation();
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        count_allocation();
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: std::alloc::Layout) {
+        unsafe { mimalloc::MiMalloc.dealloc(pointer, layout) }
+    }
+
+    unsafe fn realloc(
+        &self,
+        pointer: *mut u8,
+        layout: std::alloc::Layout,
+        new_size: usize,
+    ) -> *mut u8 {
+        count_allocation();
+        unsafe { mimalloc::MiMalloc.realloc(pointer, layout, new_size) }
+    }
+}
 
 const WARMUP: Duration = Duration::from_millis(300);
 
@@ -475,8 +520,10 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
     // Each request also timed alone: on a shared machine the median of single calls is what
     // other load moves least (a preempted call lands in the tail, not in every figure).
     let mut per_request_p50 = Vec::new();
+    let mut allocations_per_request = Vec::new();
     for path in paths {
         let mut calls = Vec::with_capacity(REQUESTS);
+        let allocated_before = allocations();
         let started = Instant::now();
         for i in 0..REQUESTS {
             let sent = Instant::now();
@@ -484,6 +531,8 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
             calls.push(sent.elapsed());
         }
         per_request.push(started.elapsed() / REQUESTS as u32);
+        // Timing samples are pushed into a vector reserved up front: no allocation of theirs.
+        allocations_per_request.push((allocations() - allocated_before) as f64 / REQUESTS as f64);
         calls.sort_unstable();
         per_request_p50.push(percentile(&calls, 0.50));
     }
@@ -510,11 +559,13 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         .iter()
         .map(|review| AdmissionRequest::from_value(&review["request"]).expect("bench review"))
         .collect();
+    let allocated_before = allocations();
     let started = Instant::now();
     for i in 0..REQUESTS {
         std::hint::black_box(workload.handler.handle(&requests[i % requests.len()]));
     }
     let handler = started.elapsed() / REQUESTS as u32;
+    let handler_allocations = (allocations() - allocated_before) as f64 / REQUESTS as f64;
     // Each call timed alone for the tail (the clock reads add a little to every figure).
     let mut handler_calls: Vec<Duration> = (0..REQUESTS)
         .map(|i| {
@@ -525,12 +576,14 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         .collect();
     handler_calls.sort_unstable();
     // The two other steps /validate adds, each alone: reading the review and writing the answer.
+    let allocated_before = allocations();
     let started = Instant::now();
     for i in 0..REQUESTS {
         let review = gateway_dns::webhook::review::parse_review(&bodies[i % bodies.len()]);
         std::hint::black_box(review.expect("bench review"));
     }
     let decode = started.elapsed() / REQUESTS as u32;
+    let decode_allocations = (allocations() - allocated_before) as f64 / REQUESTS as f64;
     let mut decode_calls: Vec<Duration> = (0..REQUESTS)
         .map(|i| {
             let started = Instant::now();
@@ -544,6 +597,7 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         .iter()
         .map(|request| workload.handler.handle(request))
         .collect();
+    let allocated_before = allocations();
     let started = Instant::now();
     for i in 0..REQUESTS {
         let k = i % verdicts.len();
@@ -553,6 +607,7 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         ));
     }
     let encode = started.elapsed() / REQUESTS as u32;
+    let encode_allocations = (allocations() - allocated_before) as f64 / REQUESTS as f64;
     let micros = |duration: Duration| duration.as_secs_f64() * 1e6;
     println!(
         "in-process cost per request (router, no TLS or socket, hot caches): baseline {:.2} µs, /validate {:.2} µs, of which the handler {:.2} µs, decoding {:.2} µs, encoding {:.2} µs, the rest of /validate over the baseline {:.2} µs",
@@ -580,6 +635,14 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         micros(per_request_p50[1]) - micros(per_request_p50[0]),
         micros(percentile(&decode_calls, 0.50)),
         micros(percentile(&handler_calls, 0.50)),
+    );
+    println!(
+        "allocations per request in process: baseline {:.1}, /validate {:.1}, of which the handler {:.1}, decoding {:.1}, encoding {:.1}",
+        allocations_per_request[0],
+        allocations_per_request[1],
+        handler_allocations,
+        decode_allocations,
+        encode_allocations,
     );
     println!(
         "in-process cost per request with cold caches (2 MiB touched between requests): baseline {:.2} µs, /validate {:.2} µs",
