@@ -256,13 +256,21 @@ fn requested_hostnames<'r>(
                 .map(|h| (h, NameSource::Annotation)),
         );
     }
-    let mut hosts = Vec::with_capacity(raw.len());
-    // Each name once, from its first field: duplicates would only be expanded again.
+    let mut hosts: Vec<(Cow<'r, str>, NameSource)> = Vec::with_capacity(raw.len());
+    // Each name once, from its first field: duplicates would only be expanded again. A route
+    // decided inline has a few names, which a look through those kept finds quicker than a
+    // hash; a set takes over for the big ones.
+    const FEW_NAMES: usize = 16;
     let mut seen: std::collections::HashSet<Cow<'r, str>> = std::collections::HashSet::new();
     for (host, source) in &raw {
         match parse_hostname(host) {
             Ok(name) => {
-                if seen.insert(name.clone()) {
+                let first = if raw.len() <= FEW_NAMES {
+                    !hosts.iter().any(|(kept, _)| *kept == name)
+                } else {
+                    seen.insert(name.clone())
+                };
+                if first {
                     hosts.push((name, *source));
                 }
             }
