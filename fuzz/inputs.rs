@@ -12,8 +12,26 @@ use gateway_dns::dns::rfc2136::{ServerAddress, TsigKey, ZoneTransfer, read_answe
 use gateway_dns::engine::Config;
 use gateway_dns::model::Object;
 use gateway_dns::source::files::{Report, parse_text_into};
+use gateway_dns::webhook::review::{parse_with_serde, scan_review};
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RecordType, TSigVerifier};
+
+/// `admission_review`: the webhook's scan, when it reads a body at all, reads it as the serde
+/// readers do (the scan is the quick path; the serde readers are the reference).
+pub fn scan_agrees(body: &[u8]) -> Result<(), String> {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Ok(());
+    };
+    let Some(scanned) = scan_review(text) else {
+        return Ok(());
+    };
+    match parse_with_serde(text) {
+        Ok(read) if read == scanned => Ok(()),
+        other => Err(format!(
+            "the scan read {scanned:?}, the serde readers {other:?}"
+        )),
+    }
+}
 
 /// `check_documents`: the text as `gateway-dns check` reads a file (`.json` as JSON, anything
 /// else as YAML; the first character stands in for the file name), checked alone and laid over

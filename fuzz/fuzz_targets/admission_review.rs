@@ -1,5 +1,6 @@
 //! AdmissionReview bytes → decision: the webhook's decode, decide and encode over the index of
-//! the admission fixtures' cluster (tests/fixtures/admission/cluster.yaml).
+//! the admission fixtures' cluster (tests/fixtures/admission/cluster.yaml), and the quick scan of
+//! a review checked against the serde readers (`inputs::scan_agrees`).
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -11,6 +12,9 @@ use gateway_dns::webhook::decide::{decide, verdict};
 use gateway_dns::webhook::encode::encode_review_response;
 use gateway_dns::webhook::review::parse_review;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../inputs.rs"]
+mod inputs;
 
 const CLUSTER: &str = include_str!("../../tests/fixtures/admission/cluster.yaml");
 
@@ -27,6 +31,9 @@ fn snapshot() -> &'static Snapshot {
 }
 
 fuzz_target!(|body: &[u8]| {
+    if let Err(failed) = inputs::scan_agrees(body) {
+        panic!("{failed}");
+    }
     let Ok(request) = parse_review(body) else {
         return;
     };

@@ -18,6 +18,8 @@ use super::{
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+pub mod scan;
+
 /// Why an object could not be read. `path` is the field path, e.g. `spec.hostnames[1]`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -305,13 +307,38 @@ mod raw {
 
     impl Metadata {
         pub fn into_meta(self, kind: ObjectKind) -> Result<Meta, DecodeError> {
+            MetaParts {
+                name: self.name.as_deref(),
+                namespace: self.namespace.as_deref(),
+                labels: self.labels.0,
+                annotations: self.annotations.0,
+                creation_timestamp: self.creation_timestamp,
+                generation: self.generation,
+            }
+            .into_meta(kind)
+        }
+    }
+
+    /// What the projection keeps of `metadata`, however it was read: owned by the serde
+    /// shapes, borrowed from the text by the scan.
+    pub struct MetaParts<'t, T: AsRef<str>> {
+        pub name: Option<&'t str>,
+        pub namespace: Option<&'t str>,
+        pub labels: Vec<(T, T)>,
+        pub annotations: Vec<(T, T)>,
+        pub creation_timestamp: Option<Timestamp>,
+        pub generation: Option<i64>,
+    }
+
+    impl<T: AsRef<str>> MetaParts<'_, T> {
+        pub fn into_meta(self, kind: ObjectKind) -> Result<Meta, DecodeError> {
             let name = match self.name {
                 Some(name) if !name.is_empty() => name,
                 _ => return Err(DecodeError::field("metadata.name", "is required")),
             };
             let namespace = if kind.is_namespaced() {
                 // Objects written without a namespace live in "default", as kubectl would put them.
-                match self.namespace.as_deref() {
+                match self.namespace {
                     Some(namespace) if !namespace.is_empty() => namespace,
                     _ => "default",
                 }
@@ -329,9 +356,9 @@ mod raw {
                 }
             };
             Ok(Meta {
-                key: ObjectKey::new(kind, namespace, &name),
-                labels: StringMap::from_boxed_pairs(self.labels.0),
-                annotations: StringMap::from_boxed_pairs(self.annotations.0),
+                key: ObjectKey::new(kind, namespace, name),
+                labels: StringMap::from_read_pairs(self.labels),
+                annotations: StringMap::from_read_pairs(self.annotations),
                 created: created.into(),
                 generation: self.generation.into(),
             })
@@ -348,6 +375,18 @@ mod raw {
     impl TypeName {
         /// Longer than every type name gateway-dns reads (`gateway.networking.k8s.io/v1alpha3`).
         const CAPACITY: usize = 48;
+
+        pub fn from_text(text: &str) -> TypeName {
+            let mut name = TypeName {
+                len: u8::MAX,
+                bytes: [0; TypeName::CAPACITY],
+            };
+            if let Some(bytes) = name.bytes.get_mut(..text.len()) {
+                bytes.copy_from_slice(text.as_bytes());
+                name.len = text.len() as u8;
+            }
+            name
+        }
 
         /// The text; None when longer than [`Self::CAPACITY`], so not a type gateway-dns reads.
         pub fn as_str(&self) -> Option<&str> {
@@ -368,15 +407,7 @@ mod raw {
                     formatter.write_str("a string")
                 }
                 fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<TypeName, E> {
-                    let mut name = TypeName {
-                        len: u8::MAX,
-                        bytes: [0; TypeName::CAPACITY],
-                    };
-                    if let Some(bytes) = name.bytes.get_mut(..text.len()) {
-                        bytes.copy_from_slice(text.as_bytes());
-                        name.len = text.len() as u8;
-                    }
-                    Ok(name)
+                    Ok(TypeName::from_text(text))
                 }
             }
             deserializer.deserialize_string(Visitor)
@@ -392,6 +423,19 @@ mod raw {
         Unreadable(String),
     }
 
+    impl Timestamp {
+        pub fn from_text(text: &str) -> Timestamp {
+            if text.is_empty() {
+                Timestamp::Empty
+            } else {
+                match parse_rfc3339(text) {
+                    Some(seconds) => Timestamp::Seconds(seconds),
+                    None => Timestamp::Unreadable(text.to_owned()),
+                }
+            }
+        }
+    }
+
     impl<'de> Deserialize<'de> for Timestamp {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
             struct Visitor;
@@ -401,14 +445,7 @@ mod raw {
                     formatter.write_str("a string")
                 }
                 fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
-                    Ok(if text.is_empty() {
-                        Timestamp::Empty
-                    } else {
-                        match parse_rfc3339(text) {
-                            Some(seconds) => Timestamp::Seconds(seconds),
-                            None => Timestamp::Unreadable(text.to_owned()),
-                        }
-                    })
+                    Ok(Timestamp::from_text(text))
                 }
             }
             deserializer.deserialize_string(Visitor)
@@ -821,6 +858,17 @@ mod raw {
     #[derive(Clone, Debug)]
     pub struct SharedName(Cow<'static, str>);
 
+    impl SharedName {
+        pub fn from_text(text: &str) -> SharedName {
+            SharedName(
+                [GATEWAY_GROUP, "Gateway", "ListenerSet"]
+                    .into_iter()
+                    .find(|common| *common == text)
+                    .map_or_else(|| Cow::Owned(text.to_owned()), Cow::Borrowed),
+            )
+        }
+    }
+
     impl<'de> Deserialize<'de> for SharedName {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
             struct Visitor;
@@ -830,12 +878,7 @@ mod raw {
                     formatter.write_str("a string")
                 }
                 fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedName, E> {
-                    Ok(SharedName(
-                        [GATEWAY_GROUP, "Gateway", "ListenerSet"]
-                            .into_iter()
-                            .find(|common| *common == text)
-                            .map_or_else(|| Cow::Owned(text.to_owned()), Cow::Borrowed),
-                    ))
+                    Ok(SharedName::from_text(text))
                 }
             }
             deserializer.deserialize_string(Visitor)

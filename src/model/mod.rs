@@ -14,7 +14,7 @@ pub mod dns_name;
 mod thin;
 
 pub use decode::{
-    DecodeError, Projection, RawObject, decode_json, decode_value, format_rfc3339, type_of,
+    DecodeError, Projection, RawObject, decode_json, decode_value, format_rfc3339, scan, type_of,
 };
 pub use thin::{Name, ObjectKey};
 
@@ -210,27 +210,23 @@ impl<'a> Iterator for StringMapIter<'a> {
 
 impl StringMap {
     pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> StringMap {
-        StringMap::from_boxed_pairs(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-                .collect(),
-        )
+        StringMap::from_read_pairs(pairs.into_iter().collect())
     }
 
-    /// [`Self::from_pairs`] over pairs already boxed (as the decoder reads them).
-    pub fn from_boxed_pairs(mut entries: Vec<(Box<str>, Box<str>)>) -> StringMap {
+    /// The map of pairs in the order they were read, owned or borrowed (as the decoders read
+    /// them); a repeated key keeps its last value.
+    pub fn from_read_pairs<T: AsRef<str>>(mut entries: Vec<(T, T)>) -> StringMap {
         // Stable, so a repeated key keeps its last value, as a JSON object reader would: of a
         // run of equal keys, the kept (earlier) entry takes each later one's value.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         entries.dedup_by(|later, kept| {
-            let repeated = later.0 == kept.0;
+            let repeated = later.0.as_ref() == kept.0.as_ref();
             if repeated {
                 std::mem::swap(&mut later.1, &mut kept.1);
             }
             repeated
         });
-        StringMap::encoded(entries.iter().map(|(k, v)| (&**k, &**v)))
+        StringMap::encoded(entries.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
     }
 
     /// The map of `entries`, given sorted by key and without repeated keys.

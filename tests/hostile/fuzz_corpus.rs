@@ -51,6 +51,9 @@ fn admission_reviews_of_the_corpus_get_a_json_answer_with_their_uid() {
     let snapshot = Snapshot::from_objects(Arc::new(Config::default()), fixture_cluster());
     let mut decided = 0;
     for (name, body) in corpus("admission_review") {
+        if let Err(failed) = crate::inputs::scan_agrees(&body) {
+            panic!("{name}: {failed}");
+        }
         let Ok(request) = parse_review(&body) else {
             continue;
         };
