@@ -885,6 +885,10 @@ fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
 /// listener hostname.)
 struct ListenerHosts<'w> {
     groups: Vec<(Option<&'w str>, Vec<Arc<Origin>>)>,
+    /// Whether the maps below are built: only for many listeners. A route's few listeners
+    /// (nearly always) are found by a look through `groups`, quicker than hashing each name
+    /// and suffix.
+    indexed: bool,
     /// Exact listener hostname → group.
     exact: HashMap<&'w str, usize>,
     /// `suffix` of a wildcard listener hostname `*.suffix` → group.
@@ -893,10 +897,19 @@ struct ListenerHosts<'w> {
     any: Option<usize>,
 }
 
+/// Up to this many listeners, [`ListenerHosts`] builds no maps.
+const FEW_LISTENERS: usize = 8;
+
 impl<'w> ListenerHosts<'w> {
     fn of(attached: &[Attached<'w>]) -> ListenerHosts<'w> {
+        let listeners: usize = attached.iter().map(|parent| parent.listeners.len()).sum();
+        ListenerHosts::grouped(attached, listeners > FEW_LISTENERS)
+    }
+
+    fn grouped(attached: &[Attached<'w>], indexed: bool) -> ListenerHosts<'w> {
         let mut hosts = ListenerHosts {
             groups: Vec::new(),
+            indexed,
             exact: HashMap::new(),
             wildcard: HashMap::new(),
             any: None,
@@ -904,6 +917,18 @@ impl<'w> ListenerHosts<'w> {
         for parent in attached {
             for listener in &parent.listeners {
                 let hostname = listener.hostname.as_deref();
+                if !hosts.indexed {
+                    match hosts.group_where(|group| group == hostname) {
+                        Some(group) => push_origin(&mut hosts.groups[group].1, &parent.origin),
+                        None => {
+                            if hostname.is_none() {
+                                hosts.any = Some(hosts.groups.len());
+                            }
+                            hosts.groups.push((hostname, vec![parent.origin.clone()]));
+                        }
+                    }
+                    continue;
+                }
                 let slot = match hostname {
                     None => &mut hosts.any,
                     Some(name) => {
@@ -947,14 +972,35 @@ impl<'w> ListenerHosts<'w> {
             }
             return;
         }
+        let exact = if self.indexed {
+            self.exact.get(host).copied()
+        } else {
+            self.group_where(|group| group == Some(host))
+        };
+        let wildcard = |suffix: &str| {
+            if self.indexed {
+                self.wildcard.get(suffix).copied()
+            } else {
+                self.group_where(|group| {
+                    group.and_then(|group| group.strip_prefix("*.")) == Some(suffix)
+                })
+            }
+        };
         let groups = self
             .any
             .into_iter()
-            .chain(self.exact.get(host).copied())
-            .chain(parent_suffixes(host).filter_map(|suffix| self.wildcard.get(suffix).copied()));
+            .chain(exact)
+            .chain(parent_suffixes(host).filter_map(wildcard));
         for group in groups {
             out.push((host, &self.groups[group].1));
         }
+    }
+
+    /// The first group whose listener hostname passes `wanted`.
+    fn group_where(&self, wanted: impl Fn(Option<&str>) -> bool) -> Option<usize> {
+        self.groups
+            .iter()
+            .position(|(hostname, _)| wanted(*hostname))
     }
 }
 
@@ -1156,6 +1202,7 @@ fn listener_hostnames(attached: &[Attached]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::AllowedRoutes;
 
     #[test]
     fn ttl_forms() {
@@ -1165,6 +1212,97 @@ mod tests {
         assert_eq!(parse_ttl("soon"), None);
         assert_eq!(parse_ttl("10x"), None);
         assert_eq!(parse_ttl("5m3"), None);
+    }
+
+    #[test]
+    fn listener_hosts_match_alike_with_and_without_maps() {
+        let listener = |hostname: Option<&str>| Listener {
+            name: "l".into(),
+            hostname: hostname.map(Into::into),
+            port: None,
+            protocol: "HTTPS".into(),
+            allowed_routes: AllowedRoutes {
+                namespaces: NamespacesFrom::Same,
+                kinds: None,
+            },
+            accepted: None,
+        };
+        let origin = |gateway: &str| {
+            Arc::new(Origin {
+                gateway: gateway.into(),
+                listener_set: None,
+                targets: Arc::from(Vec::new()),
+                kept: None,
+                ttl: None,
+            })
+        };
+        let first = [
+            listener(Some("a.example.com")),
+            listener(Some("*.example.com")),
+            listener(Some("*.b.example.com")),
+            listener(Some("*")),
+        ];
+        let second = [
+            listener(None),
+            listener(Some("a.example.com")),
+            listener(Some("*.example.com")),
+        ];
+        let attached = [
+            Attached {
+                parent_index: 0,
+                origin: origin("infra/one"),
+                listeners: first.iter().collect(),
+                refused: Vec::new(),
+            },
+            Attached {
+                parent_index: 1,
+                origin: origin("infra/two"),
+                listeners: second.iter().collect(),
+                refused: Vec::new(),
+            },
+        ];
+        let matches = |indexed: bool, host: &str| {
+            let hosts = ListenerHosts::grouped(&attached, indexed);
+            let mut out = Vec::new();
+            hosts.intersections(host, &mut out);
+            out.iter()
+                .map(|(name, origins)| {
+                    let gateways: Vec<String> =
+                        origins.iter().map(|o| o.gateway.to_string()).collect();
+                    (name.to_string(), gateways)
+                })
+                .collect::<Vec<_>>()
+        };
+        for host in [
+            "a.example.com",
+            "x.b.example.com",
+            "c.d.example.com",
+            "example.com",
+            "other.net",
+            "*.example.com",
+            "*.b.example.com",
+            "*",
+        ] {
+            let without_maps = matches(false, host);
+            assert_eq!(without_maps, matches(true, host), "{host}");
+            if host != "other.net" {
+                assert!(!without_maps.is_empty(), "{host}");
+            }
+        }
+        assert_eq!(
+            matches(false, "a.example.com"),
+            [
+                ("a.example.com".to_owned(), vec!["infra/two".to_owned()]),
+                (
+                    "a.example.com".to_owned(),
+                    vec!["infra/one".to_owned(), "infra/two".to_owned()]
+                ),
+                (
+                    "a.example.com".to_owned(),
+                    vec!["infra/one".to_owned(), "infra/two".to_owned()]
+                ),
+            ]
+        );
     }
 
     #[test]
