@@ -2,8 +2,8 @@
 //! against the real server, on the baseline route (a fixed "allowed" answer, no decoding) and
 //! on `/validate` with the handler under test, in the same process, alternating in rounds.
 //!
-//! Prints req/s, p50 and p99 for both, each round's ratio and the overall ratio, and the
-//! handler's own time.
+//! Prints req/s, p50 and p99 for both, each round's ratio and the overall ratio, the
+//! handler's own time, and the cost and allocations per request in process.
 //!
 //! Run: `cargo bench --bench admission_load`
 //! Knobs (environment): `GATEWAY_DNS_BENCH_SECONDS` (per route and round, default 0.5),
