@@ -1,6 +1,8 @@
 //! The one decoder: what every source (files, cluster) and the webhook use to read an object into
 //! its projection, so they never disagree. Tolerant of every field it does not read; precise,
-//! with the field path, about the ones it does.
+//! with the field path, about the ones it does. The webhook's quick scan of route reviews
+//! ([`scan`]) reads JSON text its own way but fills these same shapes and projects them with
+//! the same functions, and leaves every text it is not sure of to the serde reads here.
 
 use std::borrow::Cow;
 use std::sync::Arc;
