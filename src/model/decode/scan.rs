@@ -361,6 +361,22 @@ pub fn nullable<'a, T>(
     }
 }
 
+/// An array, each element read by `element`; `null` reads as empty (the serde decoder's
+/// `nullable` lists).
+fn list<'a, T>(
+    cursor: &mut Cursor<'a>,
+    mut element: impl FnMut(&mut Cursor<'a>) -> Option<T>,
+) -> Option<Vec<T>> {
+    let mut items = Vec::new();
+    if !cursor.null() {
+        cursor.array(|cursor| {
+            items.push(element(cursor)?);
+            Some(())
+        })?;
+    }
+    Some(items)
+}
+
 fn owned_string(cursor: &mut Cursor<'_>) -> Option<String> {
     cursor.string().map(Cow::into_owned)
 }
@@ -493,27 +509,11 @@ fn read_spec(cursor: &mut Cursor<'_>, spec: &mut raw::Spec) -> Option<()> {
         match name? {
             "parentRefs" => {
                 first_time(&mut seen, 0)?;
-                spec.parent_refs = nullable(cursor, |cursor| {
-                    let mut refs = Vec::new();
-                    cursor.array(|cursor| {
-                        refs.push(parent_ref(cursor)?);
-                        Some(())
-                    })?;
-                    Some(refs)
-                })?
-                .unwrap_or_default();
+                spec.parent_refs = list(cursor, parent_ref)?;
             }
             "hostnames" => {
                 first_time(&mut seen, 1)?;
-                spec.hostnames = nullable(cursor, |cursor| {
-                    let mut names = Vec::new();
-                    cursor.array(|cursor| {
-                        names.push(Name::new(&cursor.string()?));
-                        Some(())
-                    })?;
-                    Some(names)
-                })?
-                .unwrap_or_default();
+                spec.hostnames = list(cursor, |cursor| Some(Name::new(&cursor.string()?)))?;
             }
             // Members of Gateways and ListenerSets: the serde decoder reads them.
             "listeners" | "allowedListeners" | "parentRef" => return None,
@@ -575,15 +575,7 @@ fn read_status(cursor: &mut Cursor<'_>) -> Option<raw::Status> {
         match name? {
             "parents" => {
                 first_time(&mut seen, 0)?;
-                status.parents = nullable(cursor, |cursor| {
-                    let mut parents = Vec::new();
-                    cursor.array(|cursor| {
-                        parents.push(parent_status(cursor)?);
-                        Some(())
-                    })?;
-                    Some(parents)
-                })?
-                .unwrap_or_default();
+                status.parents = list(cursor, parent_status)?;
             }
             // Members of Gateways and ListenerSets: the serde decoder reads them.
             "addresses" | "conditions" | "listeners" => return None,
@@ -605,15 +597,7 @@ fn parent_status(cursor: &mut Cursor<'_>) -> Option<RawParentStatus> {
             }
             "conditions" => {
                 first_time(&mut seen, 1)?;
-                conditions = nullable(cursor, |cursor| {
-                    let mut read = Vec::new();
-                    cursor.array(|cursor| {
-                        read.push(condition(cursor)?);
-                        Some(())
-                    })?;
-                    Some(read)
-                })?
-                .unwrap_or_default();
+                conditions = list(cursor, condition)?;
             }
             _ => cursor.skip()?,
         }
