@@ -261,14 +261,14 @@ fn requested_hostnames<'r>(
     // decided inline has a few names, which a look through those kept finds quicker than a
     // hash; a set takes over for the big ones.
     const FEW_NAMES: usize = 16;
-    let mut seen: std::collections::HashSet<Cow<'r, str>> = std::collections::HashSet::new();
+    let mut seen: Option<std::collections::HashSet<Cow<'r, str>>> =
+        (raw.len() > FEW_NAMES).then(std::collections::HashSet::new);
     for (host, source) in &raw {
         match parse_hostname(host) {
             Ok(name) => {
-                let first = if raw.len() <= FEW_NAMES {
-                    !hosts.iter().any(|(kept, _)| *kept == name)
-                } else {
-                    seen.insert(name.clone())
+                let first = match &mut seen {
+                    Some(seen) => seen.insert(name.clone()),
+                    None => !hosts.iter().any(|(kept, _)| *kept == name),
                 };
                 if first {
                     hosts.push((name, *source));

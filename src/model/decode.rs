@@ -367,6 +367,25 @@ mod raw {
         }
     }
 
+    /// A value read from a JSON string by `from_text` (the scan calls the same constructors);
+    /// another JSON type fails.
+    fn from_text<'de, D, T>(deserializer: D, from_text: fn(&str) -> T) -> Result<T, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        struct Visitor<T>(fn(&str) -> T);
+        impl<T> serde::de::Visitor<'_> for Visitor<T> {
+            type Value = T;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+                Ok((self.0)(text))
+            }
+        }
+        deserializer.deserialize_string(Visitor(from_text))
+    }
+
     /// An `apiVersion` or `kind`, kept inline: it is only compared, never stored.
     #[derive(Clone, Debug)]
     pub struct TypeName {
@@ -402,17 +421,7 @@ mod raw {
 
     impl<'de> Deserialize<'de> for TypeName {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            struct Visitor;
-            impl serde::de::Visitor<'_> for Visitor {
-                type Value = TypeName;
-                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    formatter.write_str("a string")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<TypeName, E> {
-                    Ok(TypeName::from_text(text))
-                }
-            }
-            deserializer.deserialize_string(Visitor)
+            from_text(deserializer, TypeName::from_text)
         }
     }
 
@@ -440,17 +449,7 @@ mod raw {
 
     impl<'de> Deserialize<'de> for Timestamp {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            struct Visitor;
-            impl serde::de::Visitor<'_> for Visitor {
-                type Value = Timestamp;
-                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    formatter.write_str("a string")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
-                    Ok(Timestamp::from_text(text))
-                }
-            }
-            deserializer.deserialize_string(Visitor)
+            from_text(deserializer, Timestamp::from_text)
         }
     }
 
@@ -873,34 +872,14 @@ mod raw {
 
     impl<'de> Deserialize<'de> for SharedName {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            struct Visitor;
-            impl serde::de::Visitor<'_> for Visitor {
-                type Value = SharedName;
-                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    formatter.write_str("a string")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedName, E> {
-                    Ok(SharedName::from_text(text))
-                }
-            }
-            deserializer.deserialize_string(Visitor)
+            from_text(deserializer, SharedName::from_text)
         }
     }
 
     /// A hostname read straight into the shared name the route keeps: one allocation.
     impl<'de> Deserialize<'de> for Name {
         fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            struct Visitor;
-            impl serde::de::Visitor<'_> for Visitor {
-                type Value = Name;
-                fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    formatter.write_str("a string")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Name, E> {
-                    Ok(Name::new(text))
-                }
-            }
-            deserializer.deserialize_string(Visitor)
+            from_text(deserializer, Name::new)
         }
     }
 
