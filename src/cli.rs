@@ -167,6 +167,11 @@ pub struct ServeArgs {
     /// Cluster source: how often discovery looks for CRDs that appeared or went away.
     #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_DISCOVERY_INTERVAL", help_heading = SOURCES)]
     pub discovery_interval: std::time::Duration,
+    /// Cluster source: how long a kind the API server stopped serving (over 3 discovery rounds
+    /// with the server ready), or a relist that came back empty, must last before objects leave
+    /// the index; meanwhile no DNS record is deleted.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_ABSENCE_GRACE", help_heading = SOURCES)]
+    pub absence_grace: std::time::Duration,
 
     /// Run the webhook (--webhook=false: the sync loop alone).
     #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_WEBHOOK", help_heading = WEBHOOK)]

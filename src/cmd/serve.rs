@@ -373,6 +373,7 @@ async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result
         .context("connecting to the cluster (pass --manifests DIR to run without one)")?;
     let config = kube::Config {
         discovery_interval: args.discovery_interval,
+        absence_grace: args.absence_grace,
         ..kube::Config::default()
     };
     let source = Arc::new(kube::KubeSource::spawn(
@@ -382,11 +383,21 @@ async fn start_cluster_source(args: &ServeArgs, process: &mut Process) -> Result
     ));
     let synced = source.ready();
     let (exported, metrics) = (source.clone(), process.metrics.clone());
-    // Keep the source alive and export its staleness.
+    // Keep the source alive and export its staleness and absences.
     process.tasks.spawn(async move {
         loop {
             for (kind, staleness) in exported.staleness() {
                 metrics.set_source_staleness(kind.kind(), staleness);
+            }
+            for status in exported.status() {
+                for ((absence, decision), total) in &status.absences {
+                    metrics.set_absences(
+                        status.kind.kind(),
+                        absence.as_str(),
+                        decision.as_str(),
+                        *total,
+                    );
+                }
             }
             tokio::time::sleep(STALENESS_EXPORT).await;
         }
@@ -430,6 +441,8 @@ async fn build_syncer(
     }
     if let Some((_, cluster_source)) = &source.cluster {
         syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
+        let held = cluster_source.clone();
+        syncer = syncer.with_removal_hold(Arc::new(move || held.removals_held()));
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
     Ok(syncer)

@@ -169,6 +169,13 @@ struct SourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AbsenceLabels {
+    source: String,
+    absence: String,
+    decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabels {
     action: String,
 }
@@ -223,6 +230,7 @@ pub struct Metrics {
     evaluation_errors: Family<KindLabels, Counter>,
     cache_objects: Family<KindLabels, Gauge>,
     source_staleness: Family<SourceLabels, FloatGauge>,
+    absences: Family<AbsenceLabels, Counter>,
     sync_passes: Counter,
     sync_changes: Family<ActionLabels, Counter>,
     sync_errors: Family<SyncErrorLabels, Counter>,
@@ -304,6 +312,14 @@ impl Metrics {
             "Time since the source last delivered a consistent view, by watched kind",
             Unit::Seconds,
             source_staleness.clone(),
+        );
+        let absences = Family::<AbsenceLabels, Counter>::default();
+        registry.register(
+            "gateway_dns_absences",
+            "Absences that could have removed objects or records (a kind not served, an empty \
+             relist, an empty DNS listing), by source and what was decided: held until \
+             confirmed, returned, or confirmed",
+            absences.clone(),
         );
         let sync_passes = Counter::default();
         registry.register(
@@ -416,6 +432,7 @@ impl Metrics {
             evaluation_errors,
             cache_objects,
             source_staleness,
+            absences,
             sync_passes,
             sync_changes,
             sync_errors,
@@ -562,6 +579,29 @@ impl Metrics {
                 source: source.to_string(),
             })
             .set(staleness.as_secs_f64());
+    }
+
+    /// Counts one absence seen by `source` (a watched kind, or a DNS provider) and what was
+    /// decided of it (`held`, `returned`, `confirmed`).
+    pub fn record_absence(&self, source: &str, absence: &str, decision: &str) {
+        self.absence(source, absence, decision).inc();
+    }
+
+    /// Sets the absences count of `source` to `total`, the source's own count over its life.
+    pub fn set_absences(&self, source: &str, absence: &str, decision: &str, total: u64) {
+        self.absence(source, absence, decision)
+            .inner()
+            .store(total, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn absence(&self, source: &str, absence: &str, decision: &str) -> Counter {
+        self.absences
+            .get_or_create(&AbsenceLabels {
+                source: source.to_string(),
+                absence: absence.to_string(),
+                decision: decision.to_string(),
+            })
+            .clone()
     }
 
     /// Creates, at 0, the series of a configured sync loop: its provider's errors by kind and

@@ -2,8 +2,16 @@
 //!
 //! Discovery picks the newest served version of each kind (`ObjectKind::versions`, newest
 //! first). A kind whose CRD is not installed is treated as empty, logged once and re-checked
-//! every `discovery_interval`; when it appears it is watched without a restart, and when it
-//! disappears its objects leave the index. Nothing about a missing CRD is fatal.
+//! every `discovery_interval`; when it appears it is watched without a restart. Nothing about a
+//! missing CRD is fatal.
+//!
+//! Absence is not deletion. A kind that discovery stops serving keeps its objects in the index
+//! until the absence is confirmed: by `absence_rounds` discovery rounds, each made while the API
+//! server answers `/readyz`, spread over at least `absence_grace` (a restarting kube-apiserver
+//! answers discovery before it has registered every CRD). A relist that comes back empty while
+//! the index holds objects of the kind is held the same way, until a relist after the grace
+//! confirms it. Until every absence is confirmed, [`KubeSource::removals_held`] says why, and
+//! the sync loop writes no deletion.
 //!
 //! A kind's first list is read in pages, each asked for as soon as the previous one's continue
 //! token is read, so the server prepares a page while the source reads the last one: nothing
@@ -125,6 +133,11 @@ pub struct Config {
     /// A kind whose watch failed and has shown no progress for this long is relisted, which
     /// proves (or disproves) that it is back in sync even when nothing changes in the cluster.
     pub recheck_after: Duration,
+    /// How long an absence (a kind discovery stopped serving, a relist that came back empty)
+    /// must last before objects leave the index for it (`--absence-grace`).
+    pub absence_grace: Duration,
+    /// Discovery rounds, each with the API server ready, that must agree a kind is not served.
+    pub absence_rounds: u32,
 }
 
 impl Default for Config {
@@ -136,8 +149,80 @@ impl Default for Config {
             backoff_min: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             recheck_after: Duration::from_secs(30),
+            absence_grace: DEFAULT_ABSENCE_GRACE,
+            absence_rounds: 3,
         }
     }
+}
+
+/// The default `--absence-grace`: longer than a kube-apiserver takes to register its CRDs after
+/// a restart, short enough that a CRD really removed is followed within minutes.
+pub const DEFAULT_ABSENCE_GRACE: Duration = Duration::from_secs(60);
+
+/// What might have looked like objects going away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Absence {
+    /// Discovery does not serve the kind (its CRD removed, or not registered yet).
+    NotServed,
+    /// A relist came back empty while the index held objects of the kind.
+    EmptyList,
+}
+
+impl Absence {
+    pub const ALL: [Absence; 2] = [Absence::NotServed, Absence::EmptyList];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Absence::NotServed => "not_served",
+            Absence::EmptyList => "empty_list",
+        }
+    }
+}
+
+/// What was made of an absence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AbsenceDecision {
+    /// Seen, not yet confirmed: nothing left the index for it, no DNS deletion is written.
+    Held,
+    /// The objects came back before the absence was confirmed: nothing was removed.
+    Returned,
+    /// Confirmed: the kind's objects (if any) leave the index.
+    Confirmed,
+}
+
+impl AbsenceDecision {
+    pub const ALL: [AbsenceDecision; 3] = [
+        AbsenceDecision::Held,
+        AbsenceDecision::Returned,
+        AbsenceDecision::Confirmed,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbsenceDecision::Held => "held",
+            AbsenceDecision::Returned => "returned",
+            AbsenceDecision::Confirmed => "confirmed",
+        }
+    }
+}
+
+/// A kind discovery does not serve, not yet confirmed.
+#[derive(Clone, Copy, Debug)]
+pub struct Unserved {
+    /// The first round that counted (the API server ready).
+    pub first_ready: Option<Instant>,
+    /// Rounds that found the kind unserved with the API server ready.
+    pub ready_rounds: u32,
+}
+
+/// A relist that came back empty and is held.
+#[derive(Clone, Copy, Debug)]
+pub struct Emptied {
+    pub at: Instant,
+    /// The relist that confirms it has been started.
+    pub confirming: bool,
 }
 
 /// What is known about one kind's watch, for readiness and metrics.
@@ -157,6 +242,13 @@ pub struct KindStatus {
     pub decode_errors: u64,
     /// Full lists completed (the first sync plus every relist).
     pub lists: u64,
+    /// Discovery does not serve the kind and that is not confirmed yet. A watched kind keeps
+    /// its watcher and its objects meanwhile.
+    pub unserved: Option<Unserved>,
+    /// A relist came back empty and its objects are kept until that is confirmed.
+    pub emptied: Option<Emptied>,
+    /// Absences seen and what was decided, over the source's life.
+    pub absences: BTreeMap<(Absence, AbsenceDecision), u64>,
     restarted_at: Instant,
     epoch: u64,
 }
@@ -172,9 +264,16 @@ impl KindStatus {
             errors: 0,
             decode_errors: 0,
             lists: 0,
+            unserved: None,
+            emptied: None,
+            absences: BTreeMap::new(),
             restarted_at: now,
             epoch: 0,
         }
+    }
+
+    fn count(&mut self, absence: Absence, decision: AbsenceDecision) {
+        *self.absences.entry((absence, decision)).or_default() += 1;
     }
 
     /// How far behind the cluster this kind may be: zero while the watch is known to be in
@@ -267,6 +366,26 @@ impl KubeSource {
 
     pub fn status(&self) -> Vec<KindStatus> {
         lock(&self.shared.status).values().cloned().collect()
+    }
+
+    /// Why DNS deletions must wait, if they must: before the first discovery, and while an
+    /// absence (a kind not served, a relist that came back empty) is not confirmed. Records
+    /// of objects that may only look gone are never deleted.
+    pub fn removals_held(&self) -> Option<String> {
+        if !*lock(&self.shared.discovered) {
+            return Some("the cluster's kinds are not discovered yet".to_string());
+        }
+        let status = lock(&self.shared.status);
+        let mut why = Vec::new();
+        for entry in status.values() {
+            if entry.unserved.is_some() {
+                why.push(format!("{} not served, not yet confirmed", entry.kind));
+            }
+            if entry.emptied.is_some() {
+                why.push(format!("{} listed empty, not yet confirmed", entry.kind));
+            }
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 
     /// Whether lists are streamed (WatchList): configured so and not refused by the server.
@@ -377,10 +496,16 @@ async fn supervise(shared: Arc<Shared>) {
             match discover(&shared.client).await {
                 Ok(served) => {
                     discovery_backoff.reset();
-                    next_discovery = Instant::now() + shared.config.discovery_interval;
-                    apply_discovery(&shared, &served, &mut announced_missing);
+                    // A round counts toward confirming an absence only while the API server
+                    // says it is ready: one still starting serves a partial discovery.
+                    let unconfirmed = ObjectKind::ALL
+                        .iter()
+                        .any(|k| !served.contains_key(k) && !announced_missing.contains(k));
+                    let ready = unconfirmed && api_ready(&shared.client).await;
+                    apply_discovery(&shared, &served, ready, &mut announced_missing);
                     *lock(&shared.discovered) = true;
                     update_readiness(&shared);
+                    next_discovery = Instant::now() + discovery_pause(&shared);
                 }
                 Err(error) => {
                     let delay = discovery_backoff
@@ -392,18 +517,64 @@ async fn supervise(shared: Arc<Shared>) {
             }
         }
         recheck_failing(&shared);
+        confirm_emptied(&shared);
         let until_discovery = next_discovery.saturating_duration_since(Instant::now());
         tokio::time::sleep(tick.min(until_discovery).max(Duration::from_millis(10))).await;
+    }
+}
+
+/// Until the next discovery: `discovery_interval`, or while an absence awaits confirmation
+/// often enough that its rounds fit in the grace.
+fn discovery_pause(shared: &Shared) -> Duration {
+    let config = &shared.config;
+    let confirming = lock(&shared.status).values().any(|s| s.unserved.is_some());
+    if confirming {
+        let every = config.absence_grace / config.absence_rounds.max(1);
+        every
+            .max(Duration::from_millis(100))
+            .min(config.discovery_interval)
+    } else {
+        config.discovery_interval
+    }
+}
+
+/// Whether the API server answers `/readyz` with 200 (any authenticated client may read it).
+async fn api_ready(client: &kube::Client) -> bool {
+    let Ok(request) = hyper::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    match client.request_text(request).await {
+        Ok(_) => true,
+        Err(error) => {
+            debug!(%error, "the API server is not ready");
+            false
+        }
     }
 }
 
 fn apply_discovery(
     shared: &Arc<Shared>,
     served: &Served,
+    ready: bool,
     announced_missing: &mut HashSet<ObjectKind>,
 ) {
+    let now = Instant::now();
+    let (grace, rounds) = (shared.config.absence_grace, shared.config.absence_rounds);
     for kind in ObjectKind::ALL {
-        let current = lock(&shared.status).get(&kind).and_then(|s| s.version);
+        let (current, returned) = {
+            let mut status = lock(&shared.status);
+            let Some(entry) = status.get_mut(&kind) else {
+                continue;
+            };
+            let returned = served.contains_key(&kind) && entry.unserved.take().is_some();
+            if returned && entry.version.is_some() {
+                entry.count(Absence::NotServed, AbsenceDecision::Returned);
+            }
+            (entry.version, returned)
+        };
+        if returned && let Some(version) = current {
+            info!(%kind, version, "served again; nothing left the index meanwhile");
+        }
         match (served.get(&kind).copied(), current) {
             (Some(version), Some(watched)) if version == watched => {}
             (Some(version), previous) => {
@@ -418,18 +589,60 @@ fn apply_discovery(
                 }
                 start_watcher(shared, kind, version, false);
             }
-            (None, Some(old)) => {
-                warn!(%kind, version = old, "no longer served (CRD removed?); its objects leave the index");
-                stop_watcher(shared, kind);
-                announced_missing.insert(kind);
-            }
-            (None, None) => {
-                if announced_missing.insert(kind) {
-                    info!(
-                        %kind,
-                        recheck_every = ?shared.config.discovery_interval,
-                        "not served (CRD not installed); treated as empty"
-                    );
+            // Confirmed before, still not served: nothing to do.
+            (None, None) if announced_missing.contains(&kind) => {}
+            (None, watched) => {
+                let confirmed = {
+                    let mut status = lock(&shared.status);
+                    let Some(entry) = status.get_mut(&kind) else {
+                        continue;
+                    };
+                    let first = entry.unserved.is_none();
+                    if first && watched.is_some() {
+                        entry.count(Absence::NotServed, AbsenceDecision::Held);
+                    }
+                    let unserved = entry.unserved.get_or_insert(Unserved {
+                        first_ready: None,
+                        ready_rounds: 0,
+                    });
+                    if ready {
+                        unserved.ready_rounds += 1;
+                        unserved.first_ready.get_or_insert(now);
+                    }
+                    let confirmed = unserved.ready_rounds >= rounds
+                        && unserved
+                            .first_ready
+                            .is_some_and(|at| now.saturating_duration_since(at) >= grace);
+                    if first && let Some(old) = watched {
+                        warn!(%kind, version = old, ?grace, rounds,
+                            "not served by the API server's discovery; its objects stay in the index \
+                             and no DNS record is deleted until that is confirmed");
+                    }
+                    if confirmed {
+                        entry.unserved = None;
+                        if watched.is_some() {
+                            entry.count(Absence::NotServed, AbsenceDecision::Confirmed);
+                        }
+                    }
+                    confirmed
+                };
+                match (confirmed, watched) {
+                    (true, Some(old)) => {
+                        warn!(%kind, version = old, ?grace, rounds,
+                            "confirmed not served (CRD removed); its objects leave the index");
+                        stop_watcher(shared, kind);
+                        announced_missing.insert(kind);
+                    }
+                    (true, None) => {
+                        if announced_missing.insert(kind) {
+                            info!(
+                                %kind,
+                                recheck_every = ?shared.config.discovery_interval,
+                                "not served (CRD not installed); treated as empty"
+                            );
+                        }
+                    }
+                    (false, _) => {}
                 }
             }
         }
@@ -492,6 +705,28 @@ fn recheck_failing(shared: &Arc<Shared>) {
         .collect();
     for (kind, version) in due {
         info!(%kind, "watch failed and made no progress since; relisting");
+        start_watcher(shared, kind, version, true);
+    }
+}
+
+/// Relists a kind whose empty relist is held once the grace is over: that list is applied as it
+/// comes, and so confirms the absence (or ends it).
+fn confirm_emptied(shared: &Arc<Shared>) {
+    let grace = shared.config.absence_grace;
+    let due: Vec<(ObjectKind, &'static str)> = lock(&shared.status)
+        .values_mut()
+        .filter_map(|s| {
+            let emptied = s.emptied.as_mut()?;
+            if emptied.confirming || emptied.at.elapsed() < grace {
+                return None;
+            }
+            let version = s.version?;
+            emptied.confirming = true;
+            Some((s.kind, version))
+        })
+        .collect();
+    for (kind, version) in due {
+        info!(%kind, "relisting to confirm an empty relist");
         start_watcher(shared, kind, version, true);
     }
 }
@@ -638,6 +873,14 @@ fn with_current<R>(
     Some(result)
 }
 
+/// What a completed list did.
+enum ListOutcome {
+    First,
+    Relist,
+    /// An empty relist held: this many objects stay.
+    Held(usize),
+}
+
 /// One watcher's events into the index. Every method answers false once this watcher is no
 /// longer the current one for its kind (restarted or stopped): the caller then ends.
 struct Feed {
@@ -690,17 +933,50 @@ impl Feed {
         let (kind, version) = (self.kind, self.version);
         let objects = self.listing.take().unwrap_or_default();
         let count = objects.len();
-        let first = with_current(&self.shared, kind, self.epoch, |index, status| {
-            index.reset(kind, objects);
+        let grace = self.shared.config.absence_grace;
+        let outcome = with_current(&self.shared, kind, self.epoch, |index, status| {
             status.lists += 1;
             status.synced = true;
             // Counted over the kind's life, so a watcher restarted by a recheck or a version
             // change reports its list as the relist it is.
-            status.lists == 1
+            let first = status.lists == 1;
+            let stored = index.len_of(kind);
+            let confirmed = status
+                .emptied
+                .is_some_and(|emptied| emptied.confirming && emptied.at.elapsed() >= grace);
+            if count == 0 && stored > 0 && !first && !confirmed {
+                // Every object gone at once is more often a server that lost its view than a
+                // cluster emptied: keep them until a relist after the grace agrees.
+                if status.emptied.is_none() {
+                    status.emptied = Some(Emptied {
+                        at: Instant::now(),
+                        confirming: false,
+                    });
+                    status.count(Absence::EmptyList, AbsenceDecision::Held);
+                }
+                return ListOutcome::Held(stored);
+            }
+            if status.emptied.take().is_some() {
+                let decision = if count == 0 {
+                    AbsenceDecision::Confirmed
+                } else {
+                    AbsenceDecision::Returned
+                };
+                status.count(Absence::EmptyList, decision);
+            }
+            index.reset(kind, objects);
+            if first {
+                ListOutcome::First
+            } else {
+                ListOutcome::Relist
+            }
         });
-        match first {
-            Some(true) => info!(%kind, version, objects = count, "synced"),
-            Some(false) => info!(%kind, version, objects = count, "relisted"),
+        match outcome {
+            Some(ListOutcome::First) => info!(%kind, version, objects = count, "synced"),
+            Some(ListOutcome::Relist) => info!(%kind, version, objects = count, "relisted"),
+            Some(ListOutcome::Held(stored)) => warn!(%kind, version, stored, ?grace,
+                "relisted empty; the objects stay in the index and no DNS record is deleted until \
+                 a relist after the grace confirms it"),
             None => return false,
         }
         update_readiness(&self.shared);

@@ -3,7 +3,12 @@
 //!
 //! Safety rules: when the listing fails (providers fail rather than return a partial listing)
 //! nothing is written at all, so nothing is deleted; `dry_run` and a closed write gate compute
-//! and log the plan but never write.
+//! and log the plan but never write. While the removal hold says an absence upstream is not
+//! confirmed (a kind the API server stopped serving, say), the plan is made as under
+//! `upsert-only`: nothing is deleted. A listing that shows none of our ownership records after
+//! one that showed some is listed again before anything is written: a provider that lost its
+//! view (a zone reloaded from an old file, an API answering an empty list) would otherwise
+//! have records written beside ones it no longer shows.
 
 pub mod desired;
 pub(crate) mod plan;
@@ -22,6 +27,26 @@ use crate::dns::{self, Changes, Endpoint, Provider};
 use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
+
+/// Says why DNS deletions must wait, while they must (e.g. the cluster source's unconfirmed
+/// absences).
+pub type RemovalHold = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// How soon a pass that held deletions back is followed by another, to write them once the hold
+/// ends.
+const HOLD_RECHECK: Duration = Duration::from_secs(5);
+
+/// The `absence` label of an empty listing in `gateway_dns_absences_total`.
+const OWNED_MISSING: &str = "owned_missing";
+
+/// What the last listing held.
+#[derive(Debug, Clone, Copy)]
+enum Listed {
+    Never,
+    Counted(usize),
+    /// None of ours after a listing of this many: held until the next listing.
+    EmptyAfter(usize),
+}
 
 /// Where the desired records come from (the engine, a file, a test closure).
 pub trait DesiredSource: Send + Sync {
@@ -84,6 +109,8 @@ pub struct PassReport {
     pub applied: usize,
     /// Why nothing was written although the plan had changes, if so.
     pub withheld: Option<&'static str>,
+    /// Why deletions were held back this pass (the removal hold), if they were.
+    pub removals_held: Option<String>,
 }
 
 /// Outcome of [`Syncer::run_once`].
@@ -92,7 +119,7 @@ pub struct OnceReport {
     pub pass: PassReport,
     /// The plan computed from a fresh listing after the pass.
     pub remaining: Plan,
-    /// Nothing left to change and no desired record blocked.
+    /// Nothing left to change, no desired record blocked and no deletion held back.
     pub converged: bool,
 }
 
@@ -102,6 +129,11 @@ pub enum Error {
     Listing(#[source] dns::Error),
     #[error("the provider could not adjust the desired records: {0}")]
     Adjust(#[source] dns::Error),
+    #[error(
+        "the provider listed none of our records where it listed {before} before; listing \
+         again before writing anything"
+    )]
+    OwnedRecordsMissing { before: usize },
     #[error("applying {planned} changes failed: {source}")]
     Apply {
         planned: usize,
@@ -128,6 +160,10 @@ pub struct Syncer {
     /// The provider's and the source's generations when a pass last found nothing to change;
     /// while both stay there, a pass has nothing to list or plan.
     in_sync_at: std::sync::Mutex<Option<(u64, u64)>>,
+    removal_hold: Option<RemovalHold>,
+    /// Our ownership records in the last listing; a listing without any after one with some
+    /// is confirmed by the next.
+    last_listed: std::sync::Mutex<Listed>,
 }
 
 impl Syncer {
@@ -148,7 +184,15 @@ impl Syncer {
             reported_blocked: std::sync::Mutex::new(Vec::new()),
             last_undecryptable: std::sync::Mutex::new(Vec::new()),
             in_sync_at: std::sync::Mutex::new(None),
+            removal_hold: None,
+            last_listed: std::sync::Mutex::new(Listed::Never),
         }
+    }
+
+    /// Deletes nothing while `hold` gives a reason.
+    pub fn with_removal_hold(mut self, hold: RemovalHold) -> Self {
+        self.removal_hold = Some(hold);
+        self
     }
 
     /// Only write while the gate holds `true` (e.g. "this replica holds the Lease").
@@ -171,7 +215,8 @@ impl Syncer {
         self.write_gate.as_ref().is_none_or(|gate| *gate.borrow())
     }
 
-    async fn compute(&self) -> Result<Plan, Error> {
+    /// The plan, and why deletions were held back from it if they were.
+    async fn compute(&self) -> Result<(Plan, Option<String>), Error> {
         // Desired first: the engine's outcome it is read from is let go before the listing and
         // the plan are held, so a pass never holds all three.
         let desired = self
@@ -180,18 +225,56 @@ impl Syncer {
             .await
             .map_err(Error::Adjust)?;
         let current = self.provider.records().await.map_err(Error::Listing)?;
+        let held = self.removal_hold.as_ref().and_then(|hold| hold());
+        let policy = match (&held, self.config.policy) {
+            (Some(_), Policy::Sync) => Policy::UpsertOnly,
+            (_, policy) => policy,
+        };
         let planned = plan::Planned::new(
             &desired,
             &current,
             &self.config.registry,
-            self.config.policy,
+            policy,
             &self.config.zones,
         );
+        self.confirm_listing(planned.owned())?;
         self.record_gauges(&desired, planned.blocked());
         // The records to create move into the plan: a first pass holds them once.
         let plan = planned.taking(desired);
         self.report_undecryptable(&plan.undecryptable);
-        Ok(plan)
+        let held = held.filter(|_| policy != self.config.policy && plan.held_by_policy > 0);
+        Ok((plan, held))
+    }
+
+    /// A listing without any record of ours after one with some is taken only when the next
+    /// listing agrees.
+    fn confirm_listing(&self, listed: usize) -> Result<(), Error> {
+        let mut last = self.last_listed();
+        let provider = self.provider.name();
+        let previous = std::mem::replace(&mut *last, Listed::Counted(listed));
+        match previous {
+            Listed::Counted(before) if listed == 0 && before > 0 => {
+                *last = Listed::EmptyAfter(before);
+                self.metrics.record_absence(provider, OWNED_MISSING, "held");
+                Err(Error::OwnedRecordsMissing { before })
+            }
+            Listed::EmptyAfter(before) => {
+                let outcome = if listed == 0 {
+                    warn!(
+                        provider,
+                        before,
+                        "the provider listed no record twice in a row; taking that as the zone's state"
+                    );
+                    "confirmed"
+                } else {
+                    "returned"
+                };
+                self.metrics
+                    .record_absence(provider, OWNED_MISSING, outcome);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// TXT records our key does not open are not ours: the metric counts them, and the log names
@@ -253,7 +336,7 @@ impl Syncer {
             Ok(_) => self.metrics.set_last_successful_sync(SystemTime::now()),
             Err(error) => {
                 let kind = match error {
-                    Error::Listing(_) => SyncErrorKind::List,
+                    Error::Listing(_) | Error::OwnedRecordsMissing { .. } => SyncErrorKind::List,
                     Error::Adjust(_) => SyncErrorKind::Adjust,
                     Error::Apply { .. } => SyncErrorKind::Apply,
                 };
@@ -267,6 +350,12 @@ impl Syncer {
     /// change after this read moves them, and the next pass lists again).
     fn generations(&self) -> Option<(u64, u64)> {
         self.provider.generation().zip(self.source.generation())
+    }
+
+    fn last_listed(&self) -> std::sync::MutexGuard<'_, Listed> {
+        self.last_listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn in_sync_at(&self) -> std::sync::MutexGuard<'_, Option<(u64, u64)>> {
@@ -283,17 +372,24 @@ impl Syncer {
                 plan: Plan::default(),
                 applied: 0,
                 withheld: None,
+                removals_held: None,
             });
         }
-        let plan = self.compute().await?;
+        let (plan, removals_held) = self.compute().await?;
+        if let Some(why) = &removals_held {
+            info!(deletions = plan.held_by_policy, %why, "DNS deletions held back until the absence is confirmed");
+        }
         self.report_blocked(&plan.blocked);
         if plan.is_empty() {
             debug!("DNS in sync, nothing to change");
-            *self.in_sync_at() = generations;
+            if removals_held.is_none() {
+                *self.in_sync_at() = generations;
+            }
             return Ok(PassReport {
                 plan,
                 applied: 0,
                 withheld: None,
+                removals_held,
             });
         }
         log_plan(&plan);
@@ -313,6 +409,7 @@ impl Syncer {
                 plan,
                 applied: 0,
                 withheld,
+                removals_held,
             });
         }
         let planned = plan.changes.len();
@@ -320,6 +417,10 @@ impl Syncer {
             .apply(&plan.changes)
             .await
             .map_err(|source| Error::Apply { planned, source })?;
+        if !plan.changes.delete.is_empty() {
+            // Records of ours we deleted ourselves are no sign of a provider that lost its view.
+            *self.last_listed() = Listed::Never;
+        }
         let changes = &plan.changes;
         for (action, count) in [
             (ChangeAction::Create, changes.create.len()),
@@ -336,6 +437,7 @@ impl Syncer {
             plan,
             applied: planned,
             withheld: None,
+            removals_held,
         })
     }
 
@@ -353,8 +455,8 @@ impl Syncer {
     pub async fn run_once(&self) -> Result<OnceReport, Error> {
         self.provider.invalidate_cache();
         let pass = self.sync_pass().await?;
-        let remaining = self.compute().await?;
-        let converged = remaining.is_empty() && remaining.blocked.is_empty();
+        let (remaining, held) = self.compute().await?;
+        let converged = remaining.is_empty() && remaining.blocked.is_empty() && held.is_none();
         Ok(OnceReport {
             pass,
             remaining,
@@ -394,9 +496,14 @@ impl Syncer {
                 }
             }
             match self.sync_pass().await {
-                Ok(_) => {
+                Ok(report) => {
                     backoff.reset();
-                    next_pass = Instant::now() + self.config.interval;
+                    let wait = if report.removals_held.is_some() {
+                        self.config.interval.min(HOLD_RECHECK)
+                    } else {
+                        self.config.interval
+                    };
+                    next_pass = Instant::now() + wait;
                 }
                 Err(err) => {
                     let delay = backoff.next_delay();

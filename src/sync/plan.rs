@@ -276,6 +276,13 @@ impl<'a> Planned<'a> {
         }
     }
 
+    /// Ownership records of ours in the listing (new format per record, legacy per name).
+    pub(crate) fn owned(&self) -> usize {
+        let owner_id = self.planner.owner_id();
+        let ownership = &self.planner.ownership;
+        ownership.owned_new_format(owner_id).count() + ownership.owned_legacy_names(owner_id).len()
+    }
+
     /// The desired records blocked, and why.
     pub(crate) fn blocked(&self) -> &[Blocked] {
         &self.planner.plan.blocked

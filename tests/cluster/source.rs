@@ -24,6 +24,10 @@ fn fast_config() -> Config {
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(300),
         recheck_after: Duration::from_secs(2),
+        // Short, so that absences confirmed (a CRD removed, every object deleted while a
+        // watch was down) show within the tests' limits.
+        absence_grace: Duration::from_secs(2),
+        absence_rounds: 3,
     }
 }
 

@@ -7,7 +7,7 @@ use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::Metrics;
 use gateway_dns::model::RecordType;
-use gateway_dns::sync::{Policy, SyncConfig, Syncer};
+use gateway_dns::sync::{self, Policy, SyncConfig, Syncer};
 use tokio::sync::Notify;
 
 use crate::support::bind::{Bind, KEY_NAME};
@@ -447,4 +447,108 @@ async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
     assert_eq!(repair.applied, 1, "{:?}", repair.plan.changes);
     assert_eq!(lookup(&bind, "more.example.com", "A"), ["192.0.2.2"]);
     assert_foreign_untouched(&bind);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_wait_while_the_removal_hold_gives_a_reason() {
+    let bind = Bind::start(ZONE, &foreign_zone_lines());
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("keep.example.com", &["192.0.2.1"]),
+        a("gone.example.com", &["192.0.2.2"]),
+    ]));
+    let why = "HTTPRoute not served, not yet confirmed";
+    let hold = Arc::new(Mutex::new(Some(why.to_string())));
+    let syncer = syncer(&bind, &desired, Policy::Sync).with_removal_hold({
+        let hold = hold.clone();
+        Arc::new(move || hold.lock().unwrap().clone())
+    });
+    // Creates go through a hold.
+    let report = syncer.run_once().await.unwrap();
+    assert!(report.converged, "{report:?}");
+    assert_eq!(lookup(&bind, "gone.example.com", "A"), ["192.0.2.2"]);
+
+    // A name no longer desired while the hold lasts: nothing is deleted, and the pass says why.
+    desired
+        .lock()
+        .unwrap()
+        .retain(|e| e.dns_name.starts_with("keep"));
+    let report = syncer.run_once().await.unwrap();
+    assert_eq!(report.pass.removals_held.as_deref(), Some(why));
+    assert!(report.pass.plan.changes.delete.is_empty(), "{report:?}");
+    assert!(report.pass.plan.held_by_policy > 0, "{report:?}");
+    assert!(!report.converged, "held deletions are not convergence");
+    assert_eq!(lookup(&bind, "gone.example.com", "A"), ["192.0.2.2"]);
+
+    // The hold ends: the next pass deletes, and only what we own.
+    *hold.lock().unwrap() = None;
+    let report = syncer.run_once().await.unwrap();
+    assert!(report.converged, "{report:?}");
+    assert_eq!(report.pass.removals_held, None);
+    assert!(lookup(&bind, "gone.example.com", "A").is_empty());
+    assert_eq!(lookup(&bind, "keep.example.com", "A"), ["192.0.2.1"]);
+    assert_foreign_untouched(&bind);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_without_our_records_is_listed_again_before_anything_is_written() {
+    let bind = Bind::start(ZONE, "");
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("one.example.com", &["192.0.2.1"]),
+        a("two.example.com", &["192.0.2.2"]),
+    ]));
+    let metrics = Arc::new(Metrics::new());
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let syncer = Syncer::new(
+        provider,
+        source_of(&desired),
+        SyncConfig::new(OWNER, vec![ZONE.into()]),
+        metrics.clone(),
+    );
+    assert!(syncer.run_once().await.unwrap().converged);
+
+    // Another client removes every record of ours (the zone's own NS address stays): the
+    // next listing holds none of our two ownership records. Nothing is written on the strength
+    // of one such listing.
+    let other = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let ours: Vec<Endpoint> = other
+        .records()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.dns_name.contains("one") || r.dns_name.contains("two"))
+        .collect();
+    assert_eq!(ours.len(), 4, "{ours:?}");
+    other
+        .apply(&Changes {
+            delete: ours,
+            ..Changes::default()
+        })
+        .await
+        .unwrap();
+    let error = syncer.run_once().await.unwrap_err();
+    assert!(
+        matches!(error, sync::Error::OwnedRecordsMissing { before: 2 }),
+        "{error}"
+    );
+    assert!(lookup(&bind, "one.example.com", "A").is_empty());
+    let series = |decision: &str| {
+        format!(
+            "gateway_dns_absences_total{{source=\"rfc2136\",absence=\"owned_missing\",decision=\"{decision}\"}} 1"
+        )
+    };
+    assert!(
+        metrics.render().contains(&series("held")),
+        "{}",
+        metrics.render()
+    );
+
+    // The next listing agrees: the zone is empty, and the records are written again.
+    let report = syncer.run_once().await.unwrap();
+    assert!(report.converged, "{report:?}");
+    assert_eq!(lookup(&bind, "one.example.com", "A"), ["192.0.2.1"]);
+    assert!(
+        metrics.render().contains(&series("confirmed")),
+        "{}",
+        metrics.render()
+    );
 }

@@ -1,14 +1,15 @@
 //! The `kube` source under faults a real API server cannot be made to produce on demand, against
 //! the API double (`tests/support/apiserver`): an object the CRD schema would refuse, error
 //! answers (500, 503, 429), slow answers, and watch streams cut in the middle of an event or
-//! ended all at once. Everything a real server can do is tested on one, in `tests/cluster`.
+//! ended all at once, a restarted server that has not registered its CRDs yet, and lists that
+//! come back empty. Everything a real server can do is tested on one, in `tests/cluster`.
 
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::World as _;
 use gateway_dns::index::Index;
 use gateway_dns::model::{self, Object, ObjectKind};
-use gateway_dns::source::kube::{Config, KubeSource, client};
+use gateway_dns::source::kube::{Absence, AbsenceDecision, Config, KindStatus, KubeSource, client};
 use serde_json::{Value, json};
 
 use crate::support::apiserver::{ApiServer, GATEWAY_GROUP};
@@ -21,6 +22,10 @@ fn fast_config() -> Config {
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(300),
         recheck_after: Duration::from_secs(2),
+        // Short, so that absences confirmed (a CRD removed, every object deleted while a
+        // watch was down) show within the tests' limits.
+        absence_grace: Duration::from_secs(1),
+        absence_rounds: 3,
     }
 }
 
@@ -379,4 +384,275 @@ async fn random_mutations(config: Config) {
     // Settled: stays equal (no late stale event undoes the state).
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(mismatch(&index, &server), None, "seed {seed}");
+}
+
+fn status_of(source: &KubeSource, kind: ObjectKind) -> KindStatus {
+    source
+        .status()
+        .into_iter()
+        .find(|s| s.kind == kind)
+        .unwrap()
+}
+
+/// How often `kind`'s source decided `decision` of `absence`.
+fn absences(
+    source: &KubeSource,
+    kind: ObjectKind,
+    absence: Absence,
+    decision: AbsenceDecision,
+) -> u64 {
+    status_of(source, kind)
+        .absences
+        .get(&(absence, decision))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A Gateway, a ListenerSet and one route of each kind: every Gateway API kind holds objects.
+fn populate(server: &ApiServer) {
+    server.create(namespace_object("shop", "a")).unwrap();
+    server
+        .create(gateway("shop", "public", "*.example.com", "203.0.113.10"))
+        .unwrap();
+    server
+        .create(listener_set("shop", "extra", "public", "*.example.net"))
+        .unwrap();
+    for (i, kind) in ObjectKind::ALL
+        .into_iter()
+        .filter(|k| k.is_route())
+        .enumerate()
+    {
+        server
+            .create(route(
+                kind,
+                "shop",
+                &format!("r{i}"),
+                &format!("r{i}.example.com"),
+            ))
+            .unwrap();
+    }
+}
+
+/// Objects held in the index, every kind together.
+fn held(index: &Index) -> usize {
+    ObjectKind::ALL.into_iter().map(|k| index.len_of(k)).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_without_its_crds_yet_takes_nothing_out_of_the_index() {
+    let server = ApiServer::start().await;
+    populate(&server);
+    let config = Config {
+        absence_grace: Duration::from_millis(600),
+        ..fast_config()
+    };
+    let (index, source) = start_source_with(&server, config).await;
+    wait_ready(&source).await;
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let before = held(&index);
+    assert_eq!(source.removals_held(), None, "{:?}", source.status());
+
+    // The restart: every watch breaks, and the server comes back answering discovery without
+    // the Gateway API group (its CRDs not registered yet) and /readyz with 500. However many
+    // rounds discovery makes, and for however long past the grace, nothing leaves the index
+    // and DNS deletions are held: rounds made while the server is not ready do not count.
+    server.set_starting(true, false);
+    server.drop_watches();
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(5), || status_of(
+            &source,
+            ObjectKind::HTTPRoute
+        )
+        .unserved
+        .is_some())
+        .await,
+        "{:?}",
+        source.status()
+    );
+    while started.elapsed() < Duration::from_secs(3) {
+        assert_eq!(held(&index), before, "{:?}", source.status());
+        assert!(source.removals_held().is_some());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unserved = status_of(&source, ObjectKind::HTTPRoute).unserved.unwrap();
+    assert_eq!(unserved.ready_rounds, 0, "{unserved:?}");
+
+    // Registered again: every kind is watched and listed again, and nothing was removed.
+    server.set_starting(false, true);
+    converges(&index, &server, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || source.removals_held().is_none()).await,
+        "{:?}",
+        source.removals_held()
+    );
+    for kind in ObjectKind::ALL
+        .into_iter()
+        .filter(|k| *k != ObjectKind::Namespace)
+    {
+        assert_eq!(
+            absences(&source, kind, Absence::NotServed, AbsenceDecision::Held),
+            1,
+            "{kind}"
+        );
+        assert_eq!(
+            absences(&source, kind, Absence::NotServed, AbsenceDecision::Returned),
+            1,
+            "{kind}"
+        );
+        assert_eq!(
+            absences(
+                &source,
+                kind,
+                Absence::NotServed,
+                AbsenceDecision::Confirmed
+            ),
+            0,
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_no_longer_served_leaves_the_index_only_once_confirmed() {
+    let server = ApiServer::start().await;
+    populate(&server);
+    let grace = Duration::from_millis(1500);
+    let config = Config {
+        absence_grace: grace,
+        ..fast_config()
+    };
+    let (index, source) = start_source_with(&server, config).await;
+    wait_ready(&source).await;
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let namespaces = index.len_of(ObjectKind::Namespace);
+    let full = held(&index);
+
+    // Gone from a ready server: the objects stay for the grace, then leave.
+    server.set_starting(true, true);
+    let gone = Instant::now();
+    while held(&index) > namespaces {
+        let waited = gone.elapsed();
+        assert!(waited < Duration::from_secs(10), "{:?}", source.status());
+        if held(&index) < full {
+            assert!(
+                waited >= grace,
+                "objects left after {waited:?}, before the grace"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        gone.elapsed() >= grace,
+        "removed after {:?}",
+        gone.elapsed()
+    );
+    let http = status_of(&source, ObjectKind::HTTPRoute);
+    assert_eq!(http.version, None, "{http:?}");
+    assert_eq!(
+        absences(
+            &source,
+            ObjectKind::HTTPRoute,
+            Absence::NotServed,
+            AbsenceDecision::Confirmed
+        ),
+        1
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || source.removals_held().is_none()).await,
+        "{:?}",
+        source.removals_held()
+    );
+
+    // And back when the CRDs are: watched and listed without a restart.
+    server.set_starting(false, true);
+    converges(&index, &server, Duration::from_secs(10))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_relist_is_held_until_a_relist_after_the_grace_agrees() {
+    let server = ApiServer::start().await;
+    populate(&server);
+    add_http_route(&server, "second", "second.example.com");
+    let grace = Duration::from_millis(1500);
+    let config = Config {
+        absence_grace: grace,
+        ..fast_config()
+    };
+    let (index, source) = start_source_with(&server, config).await;
+    wait_ready(&source).await;
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let routes = index.len_of(ObjectKind::HTTPRoute);
+    assert_eq!(routes, 2);
+    let count = |decision| absences(&source, ObjectKind::HTTPRoute, Absence::EmptyList, decision);
+
+    // A relist (410 Gone) answered with no HTTPRoute while the index holds two: held.
+    server.set_empty_lists("HTTPRoute", true);
+    server.compact();
+    server.drop_watches();
+    assert!(
+        eventually(Duration::from_secs(5), || count(AbsenceDecision::Held) == 1).await,
+        "{:?}",
+        status_of(&source, ObjectKind::HTTPRoute)
+    );
+    assert_eq!(index.len_of(ObjectKind::HTTPRoute), routes);
+    assert!(source.removals_held().is_some());
+    // The server's view comes back before the grace ends: the relist after it finds them.
+    server.set_empty_lists("HTTPRoute", false);
+    assert!(
+        eventually(Duration::from_secs(10), || count(AbsenceDecision::Returned)
+            == 1)
+        .await,
+        "{:?}",
+        status_of(&source, ObjectKind::HTTPRoute)
+    );
+    assert_eq!(index.len_of(ObjectKind::HTTPRoute), routes);
+    assert_eq!(count(AbsenceDecision::Confirmed), 0);
+
+    // Every HTTPRoute deleted while the watch was down (answers held back meanwhile, so no
+    // watch sees the deletions): the empty relist is held, then confirmed by the relist after
+    // the grace, and the routes leave.
+    server.set_delay(Duration::from_millis(200));
+    server.drop_watches();
+    for route in server.objects("HTTPRoute") {
+        let name = route["metadata"]["name"].as_str().unwrap_or_default();
+        server.delete("HTTPRoute", "shop", name).unwrap();
+    }
+    server.compact();
+    let emptied = Instant::now();
+    server.set_delay(Duration::ZERO);
+    assert!(
+        eventually(Duration::from_secs(5), || count(AbsenceDecision::Held) == 2).await,
+        "{:?}",
+        status_of(&source, ObjectKind::HTTPRoute)
+    );
+    assert_eq!(index.len_of(ObjectKind::HTTPRoute), routes);
+    assert!(
+        eventually(Duration::from_secs(10), || index
+            .len_of(ObjectKind::HTTPRoute)
+            == 0)
+        .await,
+        "{:?}",
+        status_of(&source, ObjectKind::HTTPRoute)
+    );
+    assert!(
+        emptied.elapsed() >= grace,
+        "gone after {:?}",
+        emptied.elapsed()
+    );
+    assert_eq!(count(AbsenceDecision::Confirmed), 1);
+    assert!(source.removals_held().is_none());
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
 }

@@ -9,6 +9,9 @@
 //! - `create`/`replace`/`delete`/`get`/`objects` straight on the store, with no schema: objects
 //!   the Gateway API CRDs would refuse, for the test that an unreadable object is skipped
 //!   (`tests/e2e/kube_faults.rs`).
+//! - `set_starting` (a kube-apiserver that has restarted and not yet registered its CRDs:
+//!   discovery without the Gateway API group, 404 for its resources, `/readyz` as told), and
+//!   an empty answer to every list of a kind (`set_empty_lists`): `tests/e2e/kube_faults.rs`.
 //! - `fail_next` (error answers: 500, 503, 429 with Retry-After), `set_delay` (slow answers),
 //!   `end_watches` (every watch ended cleanly at once, as on its timeout) and `drop_watches`
 //!   (every watch broken in the middle of an event line): `tests/e2e/kube_faults.rs`.
@@ -177,6 +180,12 @@ struct Faults {
     /// (requests left, status to answer them with), used in order.
     failures: VecDeque<(usize, u16)>,
     delay: Duration,
+    /// Groups left out of discovery, whose resources answer 404.
+    unregistered: Vec<String>,
+    /// What `/readyz` answers: false for 500.
+    not_ready: bool,
+    /// Kinds whose lists come back empty (watches still carry their events).
+    empty_lists: Vec<String>,
 }
 
 struct Shared {
@@ -335,6 +344,30 @@ impl ApiServer {
         }
     }
 
+    /// As a restarted kube-apiserver that has not registered its CRDs yet: with `starting`,
+    /// discovery leaves out the Gateway API group and its resources answer 404 Not Found
+    /// (watches open until then are unaffected unless dropped); `ready` is what `/readyz`
+    /// says meanwhile.
+    pub fn set_starting(&self, starting: bool, ready: bool) {
+        let mut faults = lock(&self.shared.faults);
+        faults.unregistered = if starting {
+            vec![GATEWAY_GROUP.to_string()]
+        } else {
+            Vec::new()
+        };
+        faults.not_ready = !ready;
+    }
+
+    /// Every list of `kind` comes back empty (a server that lost its view), or as stored again
+    /// with `empty` false.
+    pub fn set_empty_lists(&self, kind: &str, empty: bool) {
+        let mut faults = lock(&self.shared.faults);
+        faults.empty_lists.retain(|k| k != kind);
+        if empty {
+            faults.empty_lists.push(kind.to_string());
+        }
+    }
+
     /// Delays every answer by `delay` (zero to stop).
     pub fn set_delay(&self, delay: Duration) {
         lock(&self.shared.faults).delay = delay;
@@ -488,7 +521,26 @@ fn route(shared: &Arc<Shared>, request: &Request<Incoming>) -> Result<Response<B
     let path = request.uri().path();
     let query = parse_query(request.uri().query().unwrap_or(""));
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let resources: Vec<ResourceType> = lock(&shared.store).resources().cloned().collect();
+    let (unregistered, not_ready, empty_lists) = {
+        let faults = lock(&shared.faults);
+        (
+            faults.unregistered.clone(),
+            faults.not_ready,
+            faults.empty_lists.clone(),
+        )
+    };
+    if segments == ["readyz"] {
+        return if not_ready {
+            Err(ApiError::new(500, "InternalError", "readyz check failed"))
+        } else {
+            Ok(full(StatusCode::OK, b"ok".to_vec()))
+        };
+    }
+    let resources: Vec<ResourceType> = lock(&shared.store)
+        .resources()
+        .filter(|r| !unregistered.contains(&r.group))
+        .cloned()
+        .collect();
     let (group, version, plural) = match segments.as_slice() {
         ["apis"] => {
             let mut groups: Vec<&str> = resources
@@ -524,7 +576,8 @@ fn route(shared: &Arc<Shared>, request: &Request<Incoming>) -> Result<Response<B
     if query.get("watch").map(String::as_str) == Some("true") {
         serve_watch(shared, resource, &api_version, &query)
     } else {
-        serve_list(shared, resource, &api_version, &query)
+        let empty = empty_lists.contains(&resource.kind);
+        serve_list(shared, resource, &api_version, &query, empty)
     }
 }
 
@@ -543,6 +596,7 @@ fn serve_list(
     resource: &ResourceType,
     api_version: &str,
     query: &HashMap<String, String>,
+    empty: bool,
 ) -> Result<Response<Body>, ApiError> {
     let limit = query
         .get("limit")
@@ -550,12 +604,16 @@ fn serve_list(
         .transpose()
         .map_err(|_| ApiError::bad_request("invalid limit"))?;
     let continue_token = query.get("continue").filter(|c| !c.is_empty());
-    let page = lock(&shared.store).list(
+    let mut page = lock(&shared.store).list(
         &resource.group,
         &resource.plural,
         limit,
         continue_token.map(String::as_str),
     )?;
+    if empty {
+        page.items.clear();
+        page.continue_token = None;
+    }
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
     if let Some(token) = &page.continue_token {
         metadata["continue"] = json!(token);
