@@ -320,6 +320,27 @@ impl Snapshot {
         self.listener_sets.values()
     }
 
+    /// Whether a route, Gateway or ListenerSet of `namespace` is stored.
+    pub fn holds_in_namespace(&self, namespace: &str) -> bool {
+        let prefix = format!("{namespace}/");
+        self.routes.keys().any(|key| key.namespace() == namespace)
+            || self.gateways.keys().any(|key| key.starts_with(&prefix))
+            || self
+                .listener_sets
+                .keys()
+                .any(|key| key.starts_with(&prefix))
+    }
+
+    /// The names of the stored Namespaces.
+    pub fn namespace_names(&self) -> impl Iterator<Item = &str> {
+        self.namespaces.keys().map(|name| &**name)
+    }
+
+    /// The stored Namespace of this name.
+    pub fn stored_namespace(&self, name: &str) -> Option<Arc<Namespace>> {
+        self.namespaces.get(name).cloned()
+    }
+
     pub fn len_of(&self, kind: ObjectKind) -> usize {
         match kind {
             ObjectKind::Namespace => self.namespaces.len(),

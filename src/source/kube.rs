@@ -10,8 +10,9 @@
 //! server answers `/readyz`, spread over at least `absence_grace` (a restarting kube-apiserver
 //! answers discovery before it has registered every CRD). A relist that comes back empty while
 //! the index holds objects of the kind is held the same way, until a relist after the grace
-//! confirms it. Until every absence is confirmed, [`KubeSource::removals_held`] says why, and
-//! the sync loop writes no deletion.
+//! confirms it. A Namespace deleted (or left out of a relist) while objects in it are held
+//! stays until they are gone, or for the grace. Until every absence is confirmed,
+//! [`KubeSource::removals_held`] says why, and the sync loop writes no deletion.
 //!
 //! A kind's first list is read in pages, each asked for as soon as the previous one's continue
 //! token is read, so the server prepares a page while the source reads the last one: nothing
@@ -166,16 +167,20 @@ pub enum Absence {
     NotServed,
     /// A relist came back empty while the index held objects of the kind.
     EmptyList,
+    /// A Namespace deleted, or left out of a relist, while routes, Gateways or ListenerSets in
+    /// it are still held (their own deletions come on other watches, in no set order).
+    InUse,
 }
 
 impl Absence {
-    pub const ALL: [Absence; 2] = [Absence::NotServed, Absence::EmptyList];
+    pub const ALL: [Absence; 3] = [Absence::NotServed, Absence::EmptyList, Absence::InUse];
 
     /// The metric label.
     pub fn as_str(self) -> &'static str {
         match self {
             Absence::NotServed => "not_served",
             Absence::EmptyList => "empty_list",
+            Absence::InUse => "in_use",
         }
     }
 }
@@ -297,6 +302,9 @@ struct Shared {
     ready: watch::Sender<bool>,
     /// The server refused a streaming list: every later list is paged.
     streaming_refused: AtomicBool,
+    /// Namespaces gone from the API while objects in them are still held, and since when: they
+    /// stay in the index until those objects are gone too, or for `absence_grace`.
+    departing: Mutex<BTreeMap<String, Instant>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -338,6 +346,7 @@ impl KubeSource {
             discovered: Mutex::new(false),
             ready: watch::Sender::new(false),
             streaming_refused: AtomicBool::new(false),
+            departing: Mutex::new(BTreeMap::new()),
         });
         let supervisor = tokio::spawn(supervise(shared.clone()));
         KubeSource { shared, supervisor }
@@ -376,7 +385,10 @@ impl KubeSource {
             return Some("the cluster's kinds are not discovered yet".to_string());
         }
         let status = lock(&self.shared.status);
-        let mut why = Vec::new();
+        let mut why: Vec<String> = lock(&self.shared.departing)
+            .keys()
+            .map(|name| format!("Namespace {name} gone while objects in it remain"))
+            .collect();
         for entry in status.values() {
             if entry.unserved.is_some() {
                 why.push(format!("{} not served, not yet confirmed", entry.kind));
@@ -518,6 +530,7 @@ async fn supervise(shared: Arc<Shared>) {
         }
         recheck_failing(&shared);
         confirm_emptied(&shared);
+        settle_departing(&shared);
         let until_discovery = next_discovery.saturating_duration_since(Instant::now());
         tokio::time::sleep(tick.min(until_discovery).max(Duration::from_millis(10))).await;
     }
@@ -582,7 +595,7 @@ fn apply_discovery(
                     Some(old) => {
                         info!(%kind, from = old, to = version, "served version changed; re-watching")
                     }
-                    None if announced_missing.remove(&kind) => {
+                    None if announced_missing.remove(&kind) || returned => {
                         info!(%kind, version, "CRD now installed; watching")
                     }
                     None => debug!(%kind, version, "watching"),
@@ -731,6 +744,39 @@ fn confirm_emptied(shared: &Arc<Shared>) {
     }
 }
 
+/// Lets go of the held Namespaces whose objects are gone, or whose grace is over.
+fn settle_departing(shared: &Arc<Shared>) {
+    let grace = shared.config.absence_grace;
+    let snapshot = shared.index.snapshot();
+    let due: Vec<(String, bool)> = lock(&shared.departing)
+        .iter()
+        .filter_map(|(name, since)| {
+            let in_use = snapshot.holds_in_namespace(name);
+            (!in_use || since.elapsed() >= grace).then(|| (name.clone(), in_use))
+        })
+        .collect();
+    drop(snapshot);
+    for (name, in_use) in due {
+        let mut status = lock(&shared.status);
+        if lock(&shared.departing).remove(&name).is_none() {
+            continue;
+        }
+        if let Some(entry) = status.get_mut(&ObjectKind::Namespace) {
+            entry.count(Absence::InUse, AbsenceDecision::Confirmed);
+        }
+        // Under the status lock, as every change of a watcher is.
+        shared
+            .index
+            .delete(&ObjectKey::new(ObjectKind::Namespace, "", &name));
+        drop(status);
+        if in_use {
+            warn!(namespace = %name, ?grace, "Namespace still gone after the grace; it leaves the index");
+        } else {
+            debug!(namespace = %name, "Namespace gone with everything in it; it leaves the index");
+        }
+    }
+}
+
 fn update_readiness(shared: &Shared) {
     if *shared.ready.borrow() || !*lock(&shared.discovered) {
         return;
@@ -873,6 +919,49 @@ fn with_current<R>(
     Some(result)
 }
 
+/// A relist of Namespaces leaves out some still in use: they stay (added to `listed`) as
+/// departing, and listed ones that were departing have returned.
+fn keep_departing(
+    shared: &Shared,
+    index: &Index,
+    status: &mut KindStatus,
+    listed: &mut Vec<Object>,
+) {
+    let names: HashSet<&str> = listed
+        .iter()
+        .map(|object| match object {
+            Object::Namespace(namespace) => namespace.meta.name(),
+            _ => "",
+        })
+        .collect();
+    let snapshot = index.snapshot();
+    let mut departing = lock(&shared.departing);
+    let returned: Vec<String> = departing
+        .keys()
+        .filter(|name| names.contains(name.as_str()))
+        .cloned()
+        .collect();
+    for name in returned {
+        departing.remove(&name);
+        status.count(Absence::InUse, AbsenceDecision::Returned);
+    }
+    let kept: Vec<Arc<model::Namespace>> = snapshot
+        .namespace_names()
+        .filter(|name| !names.contains(name) && snapshot.holds_in_namespace(name))
+        .filter_map(|name| snapshot.stored_namespace(name))
+        .collect();
+    drop(names);
+    for namespace in kept {
+        let name = namespace.meta.name().to_string();
+        if !departing.contains_key(&name) {
+            warn!(namespace = %name, "Namespace not relisted while objects in it remain; it stays until they are gone");
+            departing.insert(name, Instant::now());
+            status.count(Absence::InUse, AbsenceDecision::Held);
+        }
+        listed.push(Object::Namespace(namespace));
+    }
+}
+
 /// What a completed list did.
 enum ListOutcome {
     First,
@@ -964,6 +1053,10 @@ impl Feed {
                 };
                 status.count(Absence::EmptyList, decision);
             }
+            let mut objects = objects;
+            if kind == ObjectKind::Namespace {
+                keep_departing(&self.shared, index, status, &mut objects);
+            }
             index.reset(kind, objects);
             if first {
                 ListOutcome::First
@@ -985,8 +1078,16 @@ impl Feed {
 
     fn applied(&mut self, object: Watched) -> bool {
         let (kind, epoch) = (self.kind, self.epoch);
+        let shared = &self.shared;
         match decode(kind, object) {
-            Ok(projection) => with_current(&self.shared, kind, epoch, |index, _| {
+            Ok(projection) => with_current(shared, kind, epoch, |index, status| {
+                if let Object::Namespace(namespace) = &projection
+                    && lock(&shared.departing)
+                        .remove(namespace.meta.name())
+                        .is_some()
+                {
+                    status.count(Absence::InUse, AbsenceDecision::Returned);
+                }
                 index.apply(projection)
             })
             .is_some(),
@@ -1001,7 +1102,20 @@ impl Feed {
 
     fn deleted(&mut self, object: &Watched) -> bool {
         let key = key_of(self.kind, &object.metadata);
-        with_current(&self.shared, self.kind, self.epoch, |index, _| {
+        let shared = &self.shared;
+        with_current(shared, self.kind, self.epoch, |index, status| {
+            let name = key.name();
+            if key.kind() == ObjectKind::Namespace && index.snapshot().holds_in_namespace(name) {
+                // Its routes' deletions are on their way on other watches: until they land,
+                // the Namespace's labels and annotations still decide for them.
+                let mut departing = lock(&shared.departing);
+                if !departing.contains_key(name) {
+                    debug!(namespace = %name, "Namespace deleted while objects in it remain; it stays until they are gone");
+                    departing.insert(name.to_string(), Instant::now());
+                    status.count(Absence::InUse, AbsenceDecision::Held);
+                }
+                return;
+            }
             index.delete(&key)
         })
         .is_some()

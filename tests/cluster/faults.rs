@@ -1,7 +1,8 @@
 //! `serve` through the faults a real control plane produces: a kube-apiserver restart (every
-//! watch drops, then resumes), a history compacted past what serve saw (410 Gone, then a
-//! relist that drops what was deleted meanwhile), and the Gateway API CRDs arriving only after
-//! serve started (without ListenerSets at all).
+//! watch drops, then resumes), restarts one after another while names are queried without a
+//! pause, a history compacted past what serve saw (410 Gone, then a relist that drops what was
+//! deleted meanwhile), and the Gateway API CRDs arriving only after serve started (without
+//! ListenerSets at all).
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +124,92 @@ async fn watches_resume_after_an_apiserver_restart() {
         count(&log, "watch error") > 0,
         "the restart never reached serve's watches"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_keep_answering_through_apiserver_restarts_one_after_another() {
+    let cluster = ControlPlane::start();
+    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&gateway("public"), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster
+        .apply(&route("steady", "steady.example.com", "public"), &[])
+        .ok();
+    // Discovery every second, so that a round falls in the outage, fails, and is retried
+    // (with backoff) right as the new server starts answering.
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let serve = Serve::start(
+        &kubeconfig,
+        "restarts",
+        &["--zone", "example.com", "--discovery-interval", "1s"],
+    );
+    serve.wait_ready(Duration::from_secs(60)).await;
+    serve
+        .wait_answer("steady.example.com", "A", &["203.0.113.10"], LIMIT)
+        .await;
+
+    // Each restart leaves a window in which the new kube-apiserver answers discovery before it
+    // has registered every CRD; a name must never stop answering across it. One thread asks
+    // without a pause while the other restarts.
+    const RESTARTS: usize = 4;
+    let dns = serve.dns;
+    let answers = tokio::task::block_in_place(|| {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let asker = scope.spawn(|| {
+                let mut answers: Vec<Vec<String>> = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    answers.push(
+                        crate::support::dig::query(dns, "steady.example.com", "A", false).data("A"),
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                answers
+            });
+            for _ in 0..RESTARTS {
+                cluster.stop_apiserver();
+                std::thread::sleep(Duration::from_millis(1500));
+                cluster.start_apiserver();
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            // Past the restarts by more than a discovery round or two.
+            std::thread::sleep(Duration::from_secs(3));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            asker.join().unwrap()
+        })
+    });
+    let wrong: Vec<&Vec<String>> = answers.iter().filter(|a| *a != &["203.0.113.10"]).collect();
+    assert!(answers.len() > 20, "only {} queries", answers.len());
+    assert!(
+        wrong.is_empty(),
+        "{} of {} answers were wrong: {:?}\n{}",
+        wrong.len(),
+        answers.len(),
+        wrong.first(),
+        serve.log_tail()
+    );
+    let log = serve.log();
+    assert_eq!(
+        count(&log, "its objects leave the index"),
+        0,
+        "a kind left the index:\n{}",
+        serve.log_tail()
+    );
+    let metrics = serve.metrics_text().await;
+    assert!(
+        !metrics
+            .lines()
+            .any(|l| l.contains("decision=\"confirmed\"") && !l.ends_with(" 0")),
+        "an absence was confirmed:\n{metrics}"
+    );
+    // And the cluster is followed again afterwards.
+    cluster
+        .apply(&route("after", "after.example.com", "public"), &[])
+        .ok();
+    serve
+        .wait_answer("after.example.com", "A", &["203.0.113.10"], LIMIT)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

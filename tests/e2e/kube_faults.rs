@@ -656,3 +656,72 @@ async fn an_empty_relist_is_held_until_a_relist_after_the_grace_agrees() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_deleted_before_its_routes_stays_until_they_are_gone() {
+    let server = ApiServer::start().await;
+    populate(&server);
+    server.create(namespace_object("blog", "b")).unwrap();
+    server
+        .create(route(
+            ObjectKind::HTTPRoute,
+            "blog",
+            "post",
+            "post.example.com",
+        ))
+        .unwrap();
+    let grace = Duration::from_millis(1500);
+    let config = Config {
+        absence_grace: grace,
+        ..fast_config()
+    };
+    let (index, source) = start_source_with(&server, config).await;
+    wait_ready(&source).await;
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let stored = |name: &str| index.snapshot().namespace(name).is_some();
+    let count = |decision| absences(&source, ObjectKind::Namespace, Absence::InUse, decision);
+
+    // The Namespace's deletion arrives before its route's (they come on different watches):
+    // it stays, with its labels, until the route is gone too.
+    server.delete("Namespace", "", "blog").unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || count(AbsenceDecision::Held) == 1).await,
+        "{:?}",
+        status_of(&source, ObjectKind::Namespace)
+    );
+    assert!(stored("blog"));
+    assert!(source.removals_held().is_some());
+    server.delete("HTTPRoute", "blog", "post").unwrap();
+    assert!(eventually(Duration::from_secs(5), || !stored("blog")).await);
+    assert_eq!(count(AbsenceDecision::Confirmed), 1);
+    assert!(
+        source.removals_held().is_none(),
+        "{:?}",
+        source.removals_held()
+    );
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+
+    // Left out of a relist while its objects remain: it stays for the grace, then leaves.
+    server.set_delay(Duration::from_millis(200));
+    server.drop_watches();
+    server.delete("Namespace", "", "shop").unwrap();
+    server.compact();
+    let gone = Instant::now();
+    server.set_delay(Duration::ZERO);
+    assert!(
+        eventually(Duration::from_secs(5), || count(AbsenceDecision::Held) == 2).await,
+        "{:?}",
+        status_of(&source, ObjectKind::Namespace)
+    );
+    assert!(stored("shop"));
+    assert!(eventually(Duration::from_secs(10), || !stored("shop")).await);
+    assert!(gone.elapsed() >= grace, "gone after {:?}", gone.elapsed());
+    assert_eq!(count(AbsenceDecision::Confirmed), 2);
+    converges(&index, &server, Duration::from_secs(5))
+        .await
+        .unwrap();
+}
