@@ -953,9 +953,9 @@ fn keep_departing(
     drop(names);
     for namespace in kept {
         let name = namespace.meta.name().to_string();
-        if !departing.contains_key(&name) {
-            warn!(namespace = %name, "Namespace not relisted while objects in it remain; it stays until they are gone");
-            departing.insert(name, Instant::now());
+        if let std::collections::btree_map::Entry::Vacant(entry) = departing.entry(name) {
+            warn!(namespace = %entry.key(), "Namespace not relisted while objects in it remain; it stays until they are gone");
+            entry.insert(Instant::now());
             status.count(Absence::InUse, AbsenceDecision::Held);
         }
         listed.push(Object::Namespace(namespace));
