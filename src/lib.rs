@@ -14,6 +14,7 @@ pub mod leader;
 pub mod metrics;
 pub mod model;
 pub mod net;
+pub mod retry;
 pub mod source;
 pub mod sync;
 pub mod webhook;

@@ -26,6 +26,7 @@ use crate::dns::registry::TxtRegistry;
 use crate::dns::{self, Changes, Endpoint, Provider};
 use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
+use crate::retry::Backoff;
 pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
 
 /// Says why DNS deletions must wait, while they must (e.g. the cluster source's unconfirmed
@@ -479,12 +480,12 @@ impl Syncer {
             tokio::select! {
                 _ = &mut shutdown => return,
                 // Becoming the writer (e.g. the Lease was won): catch up at once.
-                _ = gate_opened(&mut gate), if backoff.failures == 0 => {}
+                _ = gate_opened(&mut gate), if backoff.failures() == 0 => {}
                 _ = sleep_until(next_pass) => {
                     // Periodic resync (or retry): read everything from the server.
                     self.provider.invalidate_cache();
                 }
-                _ = changes.notified(), if backoff.failures == 0 => {
+                _ = changes.notified(), if backoff.failures() == 0 => {
                     // Let a burst of changes settle into one pass.
                     tokio::select! {
                         _ = &mut shutdown => return,
@@ -539,54 +540,5 @@ fn log_plan(plan: &Plan) {
     }
     for endpoint in &plan.changes.create {
         info!(record = %endpoint, "DNS create");
-    }
-}
-
-/// Exponential backoff with "equal jitter": half the delay fixed, half random, so replicas
-/// that failed together do not retry together.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    min: Duration,
-    max: Duration,
-    failures: u32,
-}
-
-impl Backoff {
-    pub fn new(min: Duration, max: Duration) -> Self {
-        Backoff {
-            min,
-            max: max.max(min),
-            failures: 0,
-        }
-    }
-
-    pub fn reset(&mut self) {
-        self.failures = 0;
-    }
-
-    pub fn next_delay(&mut self) -> Duration {
-        let factor = 2u32.saturating_pow(self.failures.min(20));
-        self.failures = self.failures.saturating_add(1);
-        let ceiling = self.min.saturating_mul(factor).min(self.max);
-        let half = ceiling / 2;
-        half + half.mul_f64(fastrand::f64())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_is_capped_and_jittered() {
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        let delays: Vec<Duration> = (0..8).map(|_| backoff.next_delay()).collect();
-        assert!(delays[0] >= Duration::from_millis(50) && delays[0] <= Duration::from_millis(100));
-        assert!(delays[3] >= Duration::from_millis(400) && delays[3] <= Duration::from_millis(800));
-        for delay in &delays[4..] {
-            assert!(*delay >= Duration::from_millis(500) && *delay <= Duration::from_secs(1));
-        }
-        backoff.reset();
-        assert!(backoff.next_delay() <= Duration::from_millis(100));
     }
 }
