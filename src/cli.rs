@@ -295,6 +295,17 @@ pub struct ServeArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME", help_heading = LEADER_ELECTION)]
     pub lease_name: String,
+    /// How long a candidate waits after last seeing the Lease renewed before taking it (whole
+    /// seconds); a dead leader is replaced this much later.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_LEASE_DURATION", help_heading = LEADER_ELECTION)]
+    pub leader_election_lease_duration: std::time::Duration,
+    /// The holder stops writing when it could not renew for this long; shorter than the lease
+    /// duration, so that it stops before anyone else may start.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RENEW_DEADLINE", help_heading = LEADER_ELECTION)]
+    pub leader_election_renew_deadline: std::time::Duration,
+    /// How often the holder renews and candidates try.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RETRY_PERIOD", help_heading = LEADER_ELECTION)]
+    pub leader_election_retry_period: std::time::Duration,
 
     /// Plain-HTTP listener for /metrics and /healthz (`:PORT` listens on every address).
     #[arg(

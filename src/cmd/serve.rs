@@ -478,8 +478,12 @@ fn start_leader_election(
     process: &mut Process,
 ) -> Result<watch::Receiver<bool>> {
     let identity = pod_identity();
-    let leader_config =
-        LeaderConfig::new(&args.leader_election_namespace, &args.lease_name, &identity);
+    let leader_config = LeaderConfig {
+        lease_duration: args.leader_election_lease_duration,
+        renew_deadline: args.leader_election_renew_deadline,
+        retry_period: args.leader_election_retry_period,
+        ..LeaderConfig::new(&args.leader_election_namespace, &args.lease_name, &identity)
+    };
     let election =
         LeaderElection::spawn(client.clone(), leader_config).context("starting leader election")?;
     let leader = election.is_leader();

@@ -20,21 +20,33 @@ pub struct Bind {
     pub port: u16,
     pub zone: String,
     pub algorithm: String,
+    /// Key names besides [`KEY_NAME`] that may update the zone.
+    writers: Vec<String>,
     child: Option<Child>,
 }
 
-impl Bind {
-    /// Start BIND serving `zone` (e.g. `example.com`) with `extra` zone-file lines seeded.
-    pub fn start(zone: &str, extra: &str) -> Bind {
-        Self::start_with_algorithm(zone, extra, "hmac-sha256")
-    }
-
-    pub fn start_with_algorithm(zone: &str, extra: &str, algorithm: &str) -> Bind {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let root = dir.path().display().to_string();
-        let conf = format!(
-            r#"options {{
+/// named.conf of a primary for `zone` that `keys` may update (unless `refused`) and transfer,
+/// logging each UPDATE with its signer.
+fn primary_conf(
+    root: &str,
+    port: u16,
+    zone: &str,
+    algorithm: &str,
+    keys: &[&str],
+    refused: bool,
+) -> String {
+    let key_blocks: String = keys
+        .iter()
+        .map(|key| format!("key \"{key}\" {{ algorithm {algorithm}; secret \"{SECRET}\"; }};\n"))
+        .collect();
+    let key_list: String = keys.iter().map(|key| format!("key \"{key}\"; ")).collect();
+    let update = if refused {
+        "none; ".to_string()
+    } else {
+        key_list.clone()
+    };
+    format!(
+        r#"options {{
     directory "{root}";
     listen-on port {port} {{ 127.0.0.1; }};
     listen-on-v6 {{ none; }};
@@ -46,14 +58,40 @@ impl Bind {
     max-journal-size unlimited;
 }};
 controls {{ }};
-key "{KEY_NAME}" {{ algorithm {algorithm}; secret "{SECRET}"; }};
-zone "{zone}" {{
+{key_blocks}zone "{zone}" {{
     type primary;
     file "{root}/{zone}.zone";
-    allow-update {{ key "{KEY_NAME}"; }};
-    allow-transfer {{ key "{KEY_NAME}"; }};
+    allow-update {{ {update}}};
+    allow-transfer {{ {key_list}}};
 }};
 "#
+    )
+}
+
+impl Bind {
+    /// Start BIND serving `zone` (e.g. `example.com`) with `extra` zone-file lines seeded.
+    pub fn start(zone: &str, extra: &str) -> Bind {
+        Self::start_with_algorithm(zone, extra, "hmac-sha256")
+    }
+
+    pub fn start_with_algorithm(zone: &str, extra: &str, algorithm: &str) -> Bind {
+        Self::start_with_keys(zone, extra, algorithm, &[])
+    }
+
+    /// [`Bind::start`] that also lets each of `writers` (key names, with the same secret)
+    /// update the zone, so that its log tells which writer sent each UPDATE.
+    pub fn start_with_keys(zone: &str, extra: &str, algorithm: &str, writers: &[&str]) -> Bind {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let mut keys: Vec<&str> = vec![KEY_NAME];
+        keys.extend_from_slice(writers);
+        let conf = primary_conf(
+            &dir.path().display().to_string(),
+            port,
+            zone,
+            algorithm,
+            &keys,
+            false,
         );
         fs::write(dir.path().join("named.conf"), conf).expect("write named.conf");
         let zone_file = format!(
@@ -65,10 +103,34 @@ zone "{zone}" {{
             port,
             zone: zone.to_string(),
             algorithm: algorithm.to_string(),
+            writers: writers.iter().map(|w| w.to_string()).collect(),
             child: None,
         };
         bind.resume();
         bind
+    }
+
+    /// Refuses every UPDATE (REFUSED), or accepts them again: the configuration is rewritten
+    /// and reloaded (SIGHUP), as an operator freezing the zone would.
+    pub fn set_updates_refused(&self, refused: bool) {
+        let mut keys: Vec<&str> = vec![KEY_NAME];
+        keys.extend(self.writers.iter().map(String::as_str));
+        let root = self.dir.path().display().to_string();
+        let conf = primary_conf(
+            &root,
+            self.port,
+            &self.zone,
+            &self.algorithm,
+            &keys,
+            refused,
+        );
+        fs::write(self.dir.path().join("named.conf"), conf).expect("write named.conf");
+        let pid = self.child.as_ref().expect("BIND running").id();
+        let status = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("kill -HUP");
+        assert!(status.success(), "kill -HUP {pid}");
     }
 
     /// Start BIND on `port` as a secondary of `zone`, pulling it from `primary` with the key
@@ -103,6 +165,7 @@ zone "{zone}" {{
             port,
             zone: zone.to_string(),
             algorithm: "hmac-sha256".to_string(),
+            writers: Vec::new(),
             child: None,
         };
         bind.resume();
