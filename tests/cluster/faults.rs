@@ -58,19 +58,24 @@ async fn wait_metric(serve: &Serve, series: &str, value: f64) {
     );
 }
 
+/// A control plane with Gateway infra/public at 203.0.113.10 and route `name` for `hostname`
+/// through it.
+fn cluster_with_route(name: &str, hostname: &str) -> ControlPlane {
+    let cluster = ControlPlane::start();
+    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&gateway("public"), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.apply(&route(name, hostname, "public"), &[]).ok();
+    cluster
+}
+
 fn count(text: &str, needle: &str) -> usize {
     text.matches(needle).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_resume_after_an_apiserver_restart() {
-    let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
-    cluster.apply(&gateway("public"), &[]).ok();
-    cluster.gateway_address("infra/public", &["203.0.113.10"]);
-    cluster
-        .apply(&route("before", "before.example.com", "public"), &[])
-        .ok();
+    let cluster = cluster_with_route("before", "before.example.com");
     let serve = start_serve(&cluster, "restart", None).await;
     serve
         .wait_answer("before.example.com", "A", &["203.0.113.10"], LIMIT)
@@ -128,13 +133,7 @@ async fn watches_resume_after_an_apiserver_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_keep_answering_through_apiserver_restarts_one_after_another() {
-    let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
-    cluster.apply(&gateway("public"), &[]).ok();
-    cluster.gateway_address("infra/public", &["203.0.113.10"]);
-    cluster
-        .apply(&route("steady", "steady.example.com", "public"), &[])
-        .ok();
+    let cluster = cluster_with_route("steady", "steady.example.com");
     // Discovery every second, so that a round falls in the outage, fails, and is retried
     // (with backoff) right as the new server starts answering.
     cluster.install_gateway_dns_rbac();

@@ -58,11 +58,7 @@ async fn wait_ready(source: &KubeSource) {
 }
 
 fn status_of(source: &KubeSource, kind: ObjectKind) -> KindStatus {
-    source
-        .status()
-        .into_iter()
-        .find(|s| s.kind == kind)
-        .unwrap()
+    source.kind_status(kind).unwrap()
 }
 
 /// Polls `condition` every 20 ms for at most `limit`.

@@ -387,11 +387,7 @@ async fn random_mutations(config: Config) {
 }
 
 fn status_of(source: &KubeSource, kind: ObjectKind) -> KindStatus {
-    source
-        .status()
-        .into_iter()
-        .find(|s| s.kind == kind)
-        .unwrap()
+    source.kind_status(kind).unwrap()
 }
 
 /// How often `kind`'s source decided `decision` of `absence`.
@@ -433,6 +429,20 @@ fn populate(server: &ApiServer) {
     }
 }
 
+/// A source with `absence_grace` set to `grace`, once it holds what the server does.
+async fn synced_with_grace(server: &ApiServer, grace: Duration) -> (Index, KubeSource) {
+    let config = Config {
+        absence_grace: grace,
+        ..fast_config()
+    };
+    let (index, source) = start_source_with(server, config).await;
+    wait_ready(&source).await;
+    converges(&index, server, Duration::from_secs(5))
+        .await
+        .unwrap();
+    (index, source)
+}
+
 /// Objects held in the index, every kind together.
 fn held(index: &Index) -> usize {
     ObjectKind::ALL.into_iter().map(|k| index.len_of(k)).sum()
@@ -442,15 +452,7 @@ fn held(index: &Index) -> usize {
 async fn a_restarted_server_without_its_crds_yet_takes_nothing_out_of_the_index() {
     let server = ApiServer::start().await;
     populate(&server);
-    let config = Config {
-        absence_grace: Duration::from_millis(600),
-        ..fast_config()
-    };
-    let (index, source) = start_source_with(&server, config).await;
-    wait_ready(&source).await;
-    converges(&index, &server, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (index, source) = synced_with_grace(&server, Duration::from_millis(600)).await;
     let before = held(&index);
     assert_eq!(source.removals_held(), None, "{:?}", source.status());
 
@@ -522,15 +524,7 @@ async fn a_kind_no_longer_served_leaves_the_index_only_once_confirmed() {
     let server = ApiServer::start().await;
     populate(&server);
     let grace = Duration::from_millis(1500);
-    let config = Config {
-        absence_grace: grace,
-        ..fast_config()
-    };
-    let (index, source) = start_source_with(&server, config).await;
-    wait_ready(&source).await;
-    converges(&index, &server, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (index, source) = synced_with_grace(&server, grace).await;
     let namespaces = index.len_of(ObjectKind::Namespace);
     let full = held(&index);
 
@@ -583,15 +577,7 @@ async fn an_empty_relist_is_held_until_a_relist_after_the_grace_agrees() {
     populate(&server);
     add_http_route(&server, "second", "second.example.com");
     let grace = Duration::from_millis(1500);
-    let config = Config {
-        absence_grace: grace,
-        ..fast_config()
-    };
-    let (index, source) = start_source_with(&server, config).await;
-    wait_ready(&source).await;
-    converges(&index, &server, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (index, source) = synced_with_grace(&server, grace).await;
     let routes = index.len_of(ObjectKind::HTTPRoute);
     assert_eq!(routes, 2);
     let count = |decision| absences(&source, ObjectKind::HTTPRoute, Absence::EmptyList, decision);
@@ -671,15 +657,7 @@ async fn a_namespace_deleted_before_its_routes_stays_until_they_are_gone() {
         ))
         .unwrap();
     let grace = Duration::from_millis(1500);
-    let config = Config {
-        absence_grace: grace,
-        ..fast_config()
-    };
-    let (index, source) = start_source_with(&server, config).await;
-    wait_ready(&source).await;
-    converges(&index, &server, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (index, source) = synced_with_grace(&server, grace).await;
     let stored = |name: &str| index.snapshot().namespace(name).is_some();
     let count = |decision| absences(&source, ObjectKind::Namespace, Absence::InUse, decision);
 

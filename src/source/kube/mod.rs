@@ -185,6 +185,11 @@ impl KubeSource {
                 .all(|s| s.version.is_none() || (s.synced && s.failing_since.is_none()))
     }
 
+    /// What is known about one kind's watch.
+    pub fn kind_status(&self, kind: ObjectKind) -> Option<KindStatus> {
+        lock(&self.shared.status).get(&kind).cloned()
+    }
+
     pub fn status(&self) -> Vec<KindStatus> {
         lock(&self.shared.status).values().cloned().collect()
     }
