@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 
 pub const V1: &str = "gateway.networking.k8s.io/v1";
 
-/// Decodes a value that must be an object gateway-dns reads.
 /// The non-empty documents of a YAML file, as JSON trees.
 pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -23,6 +22,7 @@ pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// Decodes a value that must be an object gateway-dns reads.
 pub fn decode(value: &Value) -> Object {
     match model::decode_value(value) {
         Ok(Some(object)) => object,
@@ -186,31 +186,28 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The shared reference cases and tools: `GATEWAY_DNS_SHARED_DIR`, else the `shared` folder beside
-/// the checkout. Fails the test when it is absent: a checkout without the shared cases must not
-/// pass these tests silently.
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("GATEWAY_DNS_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate_dir().join("..").join("shared"));
+/// The reference cases: `$GATEWAY_DNS_SHARED_DIR/cases` when that variable is set (another copy
+/// to compare with), else the repository's own copies in `tests/fixtures/cases` (its README
+/// says where they come from).
+pub fn cases_dir() -> PathBuf {
+    let Some(dir) = std::env::var_os("GATEWAY_DNS_SHARED_DIR") else {
+        return crate_dir().join("tests").join("fixtures").join("cases");
+    };
+    let dir = PathBuf::from(dir).join("cases");
+    // Set but wrong must fail, not fall back: the run was asked to check that corpus.
     assert!(
-        dir.join("cases").is_dir(),
-        "the shared cases are missing: {} has no cases/ directory (expected a shared folder \
-         beside the checkout; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
+        dir.is_dir(),
+        "GATEWAY_DNS_SHARED_DIR is set but {} is not a directory",
         dir.display()
     );
     dir
 }
 
-/// A YAML file of the shared reference cases, as JSON values.
-pub fn shared_case_file(name: &str) -> Value {
-    let path = shared_dir().join("cases").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
-        panic!(
-            "the shared cases are missing: cannot read {}: {err}",
-            path.display()
-        )
-    });
+/// A YAML file of the reference cases, as JSON values.
+pub fn case_file(name: &str) -> Value {
+    let path = cases_dir().join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read the reference cases {}: {err}", path.display()));
     serde_yaml_ng::from_str(&text)
         .unwrap_or_else(|err| panic!("{} is not valid YAML: {err}", path.display()))
 }
