@@ -6,26 +6,21 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use crate::support::cluster::{ControlPlane, GatewayApi, Options, Serve};
+use crate::support::objects;
 use crate::support::proxy::Proxy;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn gateway(name: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  \
-         namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-         protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-         namespaces:\n        from: All\n"
-    )
+    objects::yaml(&objects::http_gateway("infra", name, "*.example.com"))
 }
 
 fn route(name: &str, hostname: &str, gateway: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", gateway)]);
+    objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
 
 const NAMESPACES: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\

@@ -14,6 +14,7 @@ use crate::support::bind::Bind;
 use crate::support::cluster::{ControlPlane, Serve, repo_root};
 use crate::support::dig::{self, Rr};
 use crate::support::extdns::{self, ExternalDns, WebhookRfc2136};
+use crate::support::objects;
 
 const LIMIT: Duration = Duration::from_secs(45);
 const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
@@ -169,11 +170,8 @@ const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra
 /// writes TTL 0 and gateway-dns 300 for a record it creates, and a take-over must not rewrite
 /// records for their TTL alone.
 fn route(name: &str, hostname: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", "public")]);
+    objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
 
 fn apply_route(cluster: &ControlPlane, name: &str, hostname: &str) {

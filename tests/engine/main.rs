@@ -5,6 +5,12 @@
 //! transcribed) find them where `objects::cases_dir` says: `tests/fixtures/cases`, or another
 //! copy named by `GATEWAY_DNS_SHARED_DIR`.
 
+/// The object builders every test binary shares (the rest of `support` starts servers, which
+/// these tests do not need).
+#[allow(dead_code)]
+#[path = "../support/objects.rs"]
+mod builders;
+
 mod attachment;
 mod cli;
 mod cname;

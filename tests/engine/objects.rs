@@ -1,5 +1,6 @@
-//! Builders for the Kubernetes objects the tests feed the engine (as JSON, decoded with the one
-//! decoder every source uses), and small readers over outcomes.
+//! The Kubernetes objects the tests feed the engine: the shared builders of
+//! `tests/support/objects.rs` (as JSON, decoded here with the one decoder every source uses),
+//! and small readers over outcomes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use gateway_dns::index::Snapshot;
 use gateway_dns::model::{self, Object};
 use serde_json::{Value, json};
 
-pub const V1: &str = "gateway.networking.k8s.io/v1";
+pub use crate::builders::*;
 
 /// The non-empty documents of a YAML file, as JSON trees.
 pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
@@ -33,106 +34,6 @@ pub fn decode(value: &Value) -> Object {
 
 pub fn decode_all(values: &[Value]) -> Vec<Object> {
     values.iter().map(decode).collect()
-}
-
-pub fn namespace(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
-}
-
-/// A listener that takes routes from every namespace (protocol decides the port).
-pub fn listener(name: &str, protocol: &str, hostname: Option<&str>) -> Value {
-    let port = match protocol {
-        "HTTP" => 80,
-        "UDP" => 53,
-        "TCP" => 5432,
-        _ => 443,
-    };
-    let mut l = json!({"name": name, "protocol": protocol, "port": port,
-                       "allowedRoutes": {"namespaces": {"from": "All"}}});
-    if let Some(h) = hostname {
-        l["hostname"] = json!(h);
-    }
-    l
-}
-
-/// A Gateway with these listeners and `status.addresses` (IPs or hostnames).
-pub fn gateway(ns: &str, name: &str, listeners: Value, addresses: &[&str]) -> Value {
-    let addresses: Vec<Value> = addresses
-        .iter()
-        .map(|a| {
-            let kind = if a.parse::<std::net::IpAddr>().is_ok() {
-                "IPAddress"
-            } else {
-                "Hostname"
-            };
-            json!({"type": kind, "value": a})
-        })
-        .collect();
-    json!({"apiVersion": V1, "kind": "Gateway",
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"gatewayClassName": "test", "listeners": listeners},
-           "status": {"addresses": addresses}})
-}
-
-/// A Gateway with one HTTPS listener `https` for `hostname` (None: any) open to all namespaces.
-pub fn simple_gateway(ns: &str, name: &str, hostname: Option<&str>, addresses: &[&str]) -> Value {
-    gateway(
-        ns,
-        name,
-        json!([listener("https", "HTTPS", hostname)]),
-        addresses,
-    )
-}
-
-/// A ListenerSet in `ns` under `gateway` (namespace, name) with one HTTPS listener for `hostname`.
-pub fn listener_set(ns: &str, name: &str, gateway: (&str, &str), hostname: &str) -> Value {
-    json!({"apiVersion": V1, "kind": "ListenerSet",
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"parentRef": {"name": gateway.1, "namespace": gateway.0},
-                    "listeners": [listener("ls-https", "HTTPS", Some(hostname))]}})
-}
-
-pub fn parent(ns: &str, name: &str) -> Value {
-    json!({"name": name, "namespace": ns})
-}
-
-/// A route of `kind` (apiVersion v1) with parentRefs and spec.hostnames.
-pub fn route(kind: &str, ns: &str, name: &str, parent_refs: Value, hostnames: &[&str]) -> Value {
-    let mut spec = json!({"parentRefs": parent_refs});
-    if !hostnames.is_empty() {
-        spec["hostnames"] = json!(hostnames);
-    }
-    json!({"apiVersion": V1, "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec})
-}
-
-pub fn http_route(ns: &str, name: &str, parent_refs: Value, hostnames: &[&str]) -> Value {
-    route("HTTPRoute", ns, name, parent_refs, hostnames)
-}
-
-/// Sets `value` at a path of object keys, creating objects on the way.
-pub fn with(mut object: Value, path: &[&str], value: Value) -> Value {
-    let (last, parents) = path.split_last().expect("a non-empty path");
-    let mut at = &mut object;
-    for key in parents {
-        if !at.get(*key).is_some_and(Value::is_object) {
-            at[*key] = json!({});
-        }
-        at = &mut at[*key];
-    }
-    at[*last] = value;
-    object
-}
-
-pub fn created(object: Value, timestamp: &str) -> Value {
-    with(object, &["metadata", "creationTimestamp"], json!(timestamp))
-}
-
-pub fn annotated(object: Value, key: &str, value: &str) -> Value {
-    with(object, &["metadata", "annotations", key], json!(value))
-}
-
-pub fn labelled(object: Value, key: &str, value: &str) -> Value {
-    with(object, &["metadata", "labels", key], json!(value))
 }
 
 pub fn snapshot(cfg: Config, values: &[Value]) -> Snapshot {
