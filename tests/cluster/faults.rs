@@ -8,23 +8,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::cluster::{ControlPlane, GatewayApi, Options, Serve};
+use crate::support::cluster::{ControlPlane, GatewayApi, Options, Serve, fixture};
 use crate::support::objects;
 use crate::support::proxy::Proxy;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// Gateway infra/`name` (`public` or `internal`) for `*.example.com`.
 fn gateway(name: &str) -> String {
-    objects::yaml(&objects::http_gateway("infra", name, "*.example.com"))
+    fixture(&format!("gateway-{name}.yaml"))
 }
 
 fn route(name: &str, hostname: &str, gateway: &str) -> String {
     let parents = json!([objects::parent("infra", gateway)]);
     objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
-
-const NAMESPACES: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
-                          apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n";
 
 /// serve as the manifests' ServiceAccount, reaching the API server on `port` (its own, or a
 /// proxy's).
@@ -60,7 +58,7 @@ fn count(text: &str, needle: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_resume_after_an_apiserver_restart() {
     let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster
@@ -124,7 +122,7 @@ async fn watches_resume_after_an_apiserver_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_keep_answering_through_apiserver_restarts_one_after_another() {
     let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster
@@ -210,7 +208,7 @@ async fn names_keep_answering_through_apiserver_restarts_one_after_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_history_forces_a_relist_that_ends_equal_to_the_api() {
     let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.apply(&gateway("internal"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
@@ -302,7 +300,7 @@ async fn crds_installed_after_serve_started_are_picked_up_without_listener_sets(
     let serve = start_serve(&cluster, "late-crds", None).await;
     cluster.install_crds(GatewayApi::Experimental, &["listenersets"]);
     cluster.register_webhook(&serve.url(), &serve.ca_file());
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.wait_webhook_active("apps");

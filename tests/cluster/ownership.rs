@@ -8,13 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::cluster::{ControlPlane, Run, Serve, repo_root};
+use crate::support::cluster::{ControlPlane, Run, Serve, seed};
 use crate::support::objects;
-
-fn seed(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 fn route(namespace: &str, name: &str, hostname: &str) -> String {
     let parents = json!([objects::parent("infra", "public")]);
