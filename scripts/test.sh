@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need when it is missing (Debian packages; PyYAML from PyPI when apt
-# cannot provide it to the python3 on PATH), builds the test control plane (etcd, kube-apiserver
-# and kubectl from the Kubernetes Go modules, cached) and the peer (external-dns from its Go
-# module, cached), then runs every check and test:
+# Installs what the tests need when it is missing (Debian packages), builds the test control
+# plane (etcd, kube-apiserver and kubectl from the Kubernetes Go modules, cached) and the peer
+# (external-dns from its Go module, cached), then runs every check and test:
 # gofmt and go vet, cargo fmt, clippy, every test binary, and each fuzz target for 30 s.
 # Usage: scripts/test.sh   (as root, or with sudo available for apt-get; needs Go and Rust)
 set -euo pipefail
@@ -13,7 +12,7 @@ sudo_cmd=""
 
 # prometheus: its promtool checks the alerting rules and the exported metrics (the server never starts).
 # bash, zsh and fish load the completion scripts; groff renders the man pages.
-packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 python3 python3-yaml curl prometheus bash zsh fish groff-base)
+packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 curl prometheus bash zsh fish groff-base)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,8 +30,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
   [ -z "$made_policy" ] || $sudo_cmd rm -f /usr/sbin/policy-rc.d
 fi
-# The python3 first on PATH may not be Debian's (pyenv and the like): make sure it has PyYAML.
-python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 # The real control plane the cluster tests start (and the kubectl/kustomize the manifest tests
 # use, and the helm the chart tests use), built from the Go modules pinned in

@@ -1,5 +1,6 @@
-//! Command line: the clap definitions of `check`, `serve`, `certs`, `completions` and `man`
-//! (what they do is in [`crate::cmd`]). Every flag can also come from `GATEWAY_DNS_<FLAG>`.
+//! Command line: the clap definitions of `check`, `serve`, `explain`, `certs`, `dnssec`,
+//! `completions` and `man` (what they do is in [`crate::cmd`]). Every flag can also come from
+//! `GATEWAY_DNS_<FLAG>`.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,5 +1,6 @@
-//! One file per subcommand: what `gateway-dns serve`, `check`, `certs`, `completions` and `man`
-//! do, and the generator of the flags reference. The application's edge: errors here are
+//! One file per subcommand: what `gateway-dns check`, `serve`, `explain`, `certs`, `dnssec`,
+//! `completions` and `man` do; the DNS provider clients `serve` and `explain` use (`provider`);
+//! and the generator of the flags reference. The application's edge: errors here are
 //! `anyhow`.
 
 pub mod certs;

@@ -388,10 +388,6 @@ impl Config {
         Ok((reason.parse()?, action))
     }
 
-    /// The route as the engine reads it under this configuration: labels only when routes are
-    /// selected by label, annotations only under the external-dns prefixes unless routes are
-    /// filtered by annotation. The index stores routes trimmed, so a cluster's bookkeeping
-    /// labels and annotations (Helm, Argo CD, kubectl) cost nothing there.
     /// Reads an external-dns annotation under the configured prefix, then under the older
     /// alpha prefix.
     pub fn annotation<'a>(&self, annotations: &'a StringMap, name: &str) -> Option<&'a str> {
@@ -410,6 +406,10 @@ impl Config {
         key.starts_with(self.annotation_prefix.as_str()) || key.starts_with(ALPHA_ANNOTATION_PREFIX)
     }
 
+    /// The route as the engine reads it under this configuration: labels only when routes are
+    /// selected by label, annotations only under the external-dns prefixes unless routes are
+    /// filtered by annotation. The index stores routes trimmed, so a cluster's bookkeeping
+    /// labels and annotations (Helm, Argo CD, kubectl) cost nothing there.
     pub fn trim_route(&self, route: Arc<Route>) -> Arc<Route> {
         let drop_labels = self.scope.route_selector.is_none() && !route.meta.labels.is_empty();
         let drop_annotations = self.scope.annotation_filter.is_none()

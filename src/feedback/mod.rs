@@ -1,5 +1,6 @@
 //! Feedback where people look: Kubernetes Events on the objects a finding is about, and one
-//! wgpolicyk8s.io PolicyReport per route (ARCHITECTURE.md, "Events and PolicyReports").
+//! wgpolicyk8s.io PolicyReport per route (ARCHITECTURE.md, "The reasons", the bullet "Feedback
+//! where people look, from the Lease holder").
 //!
 //! This file is pure: which Events to emit and which reports should exist are functions of the
 //! findings, so they can be diffed and tested with plain data. [`limit`] holds the rate limits

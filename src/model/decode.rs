@@ -283,7 +283,8 @@ mod raw {
         pub status: Option<Box<Status>>,
     }
 
-    /// A member read as before, into a box (`null` fails as it did unboxed).
+    /// A present member read as a plain `T`, then boxed: `null` fails as it does for an unboxed
+    /// `T` (an absent one is `None` through `#[serde(default)]`).
     fn boxed<'de, D, T>(deserializer: D) -> Result<Option<Box<T>>, D::Error>
     where
         D: serde::Deserializer<'de>,

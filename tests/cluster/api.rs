@@ -12,6 +12,8 @@ use kube::api::PostParams;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::support::objects;
+
 pub fn api_resource(kind: ObjectKind, version: &str) -> ApiResource {
     let group = kind.group();
     ApiResource {
@@ -50,51 +52,30 @@ fn is_not_found(error: &kube::Error) -> bool {
 }
 
 pub fn namespace_object(name: &str, team: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}})
+    objects::namespace(name, json!({"team": team}))
 }
 
+/// The Gateway `namespace/name` the tests create: one HTTP listener for `hostname`, routes and
+/// ListenerSets from every namespace.
 pub fn gateway(namespace: &str, name: &str, hostname: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"namespace": namespace, "name": name},
-        "spec": {
-            "gatewayClassName": "example",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": hostname,
-                           "allowedRoutes": {"namespaces": {"from": "All"}}}],
-            "allowedListeners": {"namespaces": {"from": "All"}},
-        },
-    })
+    objects::open_to_listener_sets(objects::http_gateway(namespace, name, hostname))
 }
 
+/// A ListenerSet under Gateway infra/`parent` with one HTTPS listener `extra` for `hostname`
+/// (routes of its own namespace only).
 pub fn listener_set(namespace: &str, name: &str, parent: &str, hostname: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
-        "metadata": {"namespace": namespace, "name": name},
-        "spec": {
-            "parentRef": {"name": parent, "namespace": "infra"},
-            "listeners": [{"name": "extra", "port": 443, "protocol": "HTTPS", "hostname": hostname}],
-        },
-    })
+    let listener = objects::listener_from("extra", "HTTPS", Some(hostname), None);
+    objects::listener_set_of(namespace, name, ("infra", parent), json!([listener]))
 }
 
 /// A route of `kind` attached to Gateway infra/public, claiming `hostname` in `spec.hostnames`
 /// or, for kinds without it, in the external-dns annotation. TCP, UDP and TLS routes must have
 /// rules (the CRD schema says so).
 pub fn route(kind: ObjectKind, namespace: &str, name: &str, hostname: &str) -> Value {
-    let mut spec = json!({
-        "parentRefs": [{"name": "public", "namespace": "infra"}],
-        "rules": [{"backendRefs": [{"name": "backend", "port": 8080}]}],
-    });
-    let mut metadata = json!({"namespace": namespace, "name": name});
-    if kind.has_hostnames() {
-        spec["hostnames"] = json!([hostname]);
-    } else {
-        metadata["annotations"] = json!({"external-dns.kubernetes.io/hostname": hostname});
-    }
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": kind.kind(),
-        "metadata": metadata, "spec": spec,
-    })
+    let parents = json!([objects::parent("infra", "public")]);
+    let route = objects::claiming_route(kind, namespace, name, parents, hostname);
+    let rules = json!([{"backendRefs": [{"name": "backend", "port": 8080}]}]);
+    objects::with(route, &["spec", "rules"], rules)
 }
 
 /// An object of `kind` whose content depends on `variant`.

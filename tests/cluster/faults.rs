@@ -6,30 +6,23 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{ControlPlane, GatewayApi, Options, Serve};
+use serde_json::json;
+
+use crate::support::cluster::{ControlPlane, GatewayApi, Options, Serve, fixture};
+use crate::support::objects;
 use crate::support::proxy::Proxy;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// Gateway infra/`name` (`public` or `internal`) for `*.example.com`.
 fn gateway(name: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  \
-         namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-         protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-         namespaces:\n        from: All\n"
-    )
+    fixture(&format!("gateway-{name}.yaml"))
 }
 
 fn route(name: &str, hostname: &str, gateway: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", gateway)]);
+    objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
-
-const NAMESPACES: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
-                          apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n";
 
 /// serve as the manifests' ServiceAccount, reaching the API server on `port` (its own, or a
 /// proxy's).
@@ -62,7 +55,7 @@ async fn wait_metric(serve: &Serve, series: &str, value: f64) {
 /// through it.
 fn cluster_with_route(name: &str, hostname: &str) -> ControlPlane {
     let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.apply(&route(name, hostname, "public"), &[]).ok();
@@ -214,7 +207,7 @@ async fn names_keep_answering_through_apiserver_restarts_one_after_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_history_forces_a_relist_that_ends_equal_to_the_api() {
     let cluster = ControlPlane::start();
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.apply(&gateway("internal"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
@@ -306,7 +299,7 @@ async fn crds_installed_after_serve_started_are_picked_up_without_listener_sets(
     let serve = start_serve(&cluster, "late-crds", None).await;
     cluster.install_crds(GatewayApi::Experimental, &["listenersets"]);
     cluster.register_webhook(&serve.url(), &serve.ca_file());
-    cluster.apply(NAMESPACES, &[]).ok();
+    cluster.apply(&fixture("namespaces.yaml"), &[]).ok();
     cluster.apply(&gateway("public"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.wait_webhook_active("apps");

@@ -10,12 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::cluster::{ControlPlane, Serve, repo_root};
-
-fn fixture(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::support::cluster::{ControlPlane, Serve, repo_root, seed};
 
 /// Team B's route with another name: no conflict (the internal listener takes any name).
 const TEAM_B_FIXED: &str = "
@@ -112,14 +107,14 @@ fn route_uid(cluster: &ControlPlane, namespace: &str, name: &str) -> String {
 }
 
 fn start_seed_story(cluster: &ControlPlane, register: Option<&Serve>) {
-    cluster.apply(&fixture("gateways.yaml"), &[]).ok();
+    cluster.apply(&seed("gateways.yaml"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.gateway_address("infra/internal", &["198.51.100.20"]);
     if let Some(serve) = register {
         cluster.register_webhook(&serve.url(), &serve.ca_file());
         cluster.wait_webhook_active("team-a");
     }
-    cluster.apply(&fixture("team-a.yaml"), &[]).ok();
+    cluster.apply(&seed("team-a.yaml"), &[]).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,13 +160,13 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
         .ok();
     let start = Instant::now();
     while !cluster
-        .apply(&fixture("team-b.yaml"), &["--dry-run=server"])
+        .apply(&seed("team-b.yaml"), &["--dry-run=server"])
         .success
     {
         assert!(start.elapsed() < limit, "team-b's audit mode not seen");
         std::thread::sleep(Duration::from_millis(200));
     }
-    cluster.apply(&fixture("team-b.yaml"), &[]).ok();
+    cluster.apply(&seed("team-b.yaml"), &[]).ok();
     let uid = route_uid(&cluster, "team-b", "web");
 
     // A Warning Event on the losing route, with our reason and the webhook's message.
@@ -258,7 +253,7 @@ async fn in_audit_mode_the_losing_route_gets_a_warning_event_and_a_failing_polic
     });
 
     // The conflict comes back: the same Event counts it (series), no second Event.
-    cluster.apply(&fixture("team-b.yaml"), &[]).ok();
+    cluster.apply(&seed("team-b.yaml"), &[]).ok();
     let repeated = wait_for("the event's series", limit, &serve, || {
         events(&cluster, "team-b", "web", "HostnameConflict")
             .into_iter()
@@ -324,7 +319,7 @@ async fn only_the_lease_holder_emits_events() {
 
     // No webhook registered: the conflict gets in, as if the webhook were bypassed.
     start_seed_story(&cluster, None);
-    cluster.apply(&fixture("team-b.yaml"), &[]).ok();
+    cluster.apply(&seed("team-b.yaml"), &[]).ok();
     let limit = Duration::from_secs(30);
     wait_for("the leader's event", limit, &leader, || {
         events(&cluster, "team-b", "web", "HostnameConflict")

@@ -5,12 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{ControlPlane, Serve, repo_root};
-
-fn fixture(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::support::cluster::{ControlPlane, Serve, seed};
 
 const CONFLICTS: &str = "gateway_dns_findings{reason=\"HostnameConflict\"}";
 
@@ -71,11 +66,11 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
         "every reason reads 0 from the start"
     );
 
-    cluster.apply(&fixture("gateways.yaml"), &[]).ok();
+    cluster.apply(&seed("gateways.yaml"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.gateway_address("infra/internal", &["198.51.100.20"]);
     cluster.wait_webhook_active("team-a");
-    cluster.apply(&fixture("team-a.yaml"), &[]).ok();
+    cluster.apply(&seed("team-a.yaml"), &[]).ok();
     serve
         .wait_answer(
             "app.example.com",
@@ -92,7 +87,7 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
         .ok();
     let start = Instant::now();
     while !cluster
-        .apply(&fixture("team-b.yaml"), &["--dry-run=server"])
+        .apply(&seed("team-b.yaml"), &["--dry-run=server"])
         .success
     {
         assert!(
@@ -101,7 +96,7 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let team_b = cluster.apply(&fixture("team-b.yaml"), &[]);
+    let team_b = cluster.apply(&seed("team-b.yaml"), &[]);
     assert!(team_b.success, "{team_b:?}");
     wait_metric(&serve, CONFLICTS, 1.0, Duration::from_secs(30)).await;
     assert_eq!(

@@ -11,11 +11,14 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use crate::support::cluster::{ControlPlane, GatewayApi, Options, Run, Serve};
 use crate::support::helm::{
     APISERVER_SERIES, NAMESPACE, RELEASE, chart_dir, examples, helm, kustomization, render,
 };
 use crate::support::install::kustomize;
+use crate::support::objects;
 use crate::support::promql::{exposed_series, metric_names};
 
 /// Values for a render that sets the optional fields the examples leave alone, so their shape
@@ -161,11 +164,13 @@ spec:
 "#;
 
 fn route(name: &str, gateway: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: shop\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
-         hostnames:\n  - app.example.com\n"
-    )
+    let parents = json!([objects::parent("infra", gateway)]);
+    objects::yaml(&objects::http_route(
+        "shop",
+        name,
+        parents,
+        &["app.example.com"],
+    ))
 }
 
 /// `kind/name` of every object `kubectl get KINDS` lists (in `namespace`, if given).

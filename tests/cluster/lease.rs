@@ -4,9 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use crate::support::bind::{Bind, KEY_NAME, SECRET};
-use crate::support::cluster::{ControlPlane, Serve};
+use crate::support::cluster::{ControlPlane, Serve, public_gateway};
 use crate::support::dig;
+use crate::support::objects;
 
 /// serve's Lease duration (15 s) plus its retry period (2 s, with jitter), and some slack for a
 /// busy two-core machine.
@@ -21,18 +24,11 @@ const WRITTEN: [&str; 3] = [
 const LEADER: &str = "gateway_dns_leader";
 const LAST_SYNC: &str = "gateway_dns_last_successful_sync_timestamp_seconds";
 
+/// On Gateway `public` of its own namespace (the parentRef leaves the namespace out).
 fn route(name: &str, hostname: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: infra\nspec:\n  parentRefs:\n  - name: public\n  hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([{"name": "public"}]);
+    objects::yaml(&objects::http_route("infra", name, parents, &[hostname]))
 }
-
-const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
-    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
-    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-    namespaces:\n        from: All\n";
 
 fn holder(cluster: &ControlPlane) -> String {
     cluster
@@ -133,7 +129,7 @@ async fn two_replicas_only_the_holder_writes_and_a_killed_holder_is_replaced() {
     cluster.install_gateway_dns_rbac();
     let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
     let bind = Bind::start("example.com", "");
-    cluster.apply(GATEWAY, &[]).ok();
+    cluster.apply(&public_gateway(), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.apply(&route("one", "one.example.com"), &[]).ok();
 

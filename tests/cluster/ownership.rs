@@ -6,19 +6,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{ControlPlane, Run, Serve, repo_root};
+use serde_json::json;
 
-fn seed(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::support::cluster::{ControlPlane, Run, Serve, seed};
+use crate::support::objects;
 
 fn route(namespace: &str, name: &str, hostname: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: {namespace}\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", "public")]);
+    objects::yaml(&objects::http_route(namespace, name, parents, &[hostname]))
 }
 
 /// Runs `attempt` until `done` holds for its result (the webhook decides from its own view of

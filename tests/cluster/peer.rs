@@ -11,17 +11,13 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::bind::Bind;
-use crate::support::cluster::{ControlPlane, Serve, repo_root};
+use crate::support::cluster::{ControlPlane, Serve, fixture, public_gateway, seed};
 use crate::support::dig::{self, Rr};
 use crate::support::extdns::{self, ExternalDns, WebhookRfc2136};
+use crate::support::objects;
 
 const LIMIT: Duration = Duration::from_secs(45);
 const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
-
-fn fixture(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// gateway-dns serve writing to `bind` through RFC 2136 as `owner`, as the manifests'
 /// ServiceAccount.
@@ -90,19 +86,19 @@ fn external_dns_and_gateway_dns_publish_the_seed_story_side_by_side() {
         &extdns::Config::gateway_routes("external-dns"),
     );
 
-    cluster.apply(&fixture("gateways.yaml"), &[]).ok();
+    cluster.apply(&seed("gateways.yaml"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.gateway_address("infra/internal", &["198.51.100.20"]);
     cluster.wait_webhook_active("team-a");
-    cluster.apply(&fixture("team-a.yaml"), &[]).ok();
+    cluster.apply(&seed("team-a.yaml"), &[]).ok();
     extdns::accept_route(&cluster, "httproutes", "team-a/web");
     // The webhook keeps team B's conflicting claim out of the cluster: neither publishes it.
-    let team_b = cluster.apply(&fixture("team-b.yaml"), &[]);
+    let team_b = cluster.apply(&seed("team-b.yaml"), &[]);
     assert!(
         !team_b.success && team_b.stderr.contains("HostnameConflict"),
         "{team_b:?}"
     );
-    let outside = cluster.apply(&fixture("outside-listener.yaml"), &[]);
+    let outside = cluster.apply(&seed("outside-listener.yaml"), &[]);
     assert!(
         outside.success && outside.stderr.contains("Warning: HostnameOutsideListener"),
         "{outside:?}"
@@ -158,22 +154,12 @@ fn external_dns_and_gateway_dns_publish_the_seed_story_side_by_side() {
     );
 }
 
-const GATEWAY: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
-    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n---\n\
-    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
-    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-    namespaces:\n        from: All\n";
-
 /// An HTTPRoute on `infra/public`, without a `ttl` annotation: external-dns's RFC 2136 provider
 /// writes TTL 0 and gateway-dns 300 for a record it creates, and a take-over must not rewrite
 /// records for their TTL alone.
 fn route(name: &str, hostname: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\nspec:\n  parentRefs:\n  - name: public\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", "public")]);
+    objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
 
 fn apply_route(cluster: &ControlPlane, name: &str, hostname: &str) {
@@ -196,7 +182,7 @@ const FOREIGN: &str = "foreign IN A 192.0.2.1\n\
 fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     let cluster = ControlPlane::start();
     let bind = Bind::start("example.com", FOREIGN);
-    cluster.apply(GATEWAY, &[]).ok();
+    cluster.apply(&public_gateway(), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     for (name, hostname) in [
         ("keep", "keep.example.com"),
@@ -325,7 +311,7 @@ fn gateway_dns_writes_through_external_dns_webhook_provider_into_bind() {
     let cluster = ControlPlane::start();
     let bind = Bind::start("example.com", FOREIGN);
     let hook = WebhookRfc2136::start(&bind);
-    cluster.apply(GATEWAY, &[]).ok();
+    cluster.apply(&public_gateway(), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     for (name, hostname) in [
         ("keep", "keep.example.com"),
@@ -535,25 +521,10 @@ fn external_dns_publishes_dnsendpoint_objects_from_its_crd() {
     peer.assert_running();
 }
 
-/// Two Gateways with different addresses serving `*.example.com`.
-const TWO_GATEWAYS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: infra\n---\n\
-    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n---\n\
-    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: public\n  \
-    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-    namespaces:\n        from: All\n---\n\
-    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: internal\n  \
-    namespace: infra\nspec:\n  gatewayClassName: example\n  listeners:\n  - name: http\n    \
-    protocol: HTTP\n    port: 80\n    hostname: \"*.example.com\"\n    allowedRoutes:\n      \
-    namespaces:\n        from: All\n";
-
 /// An HTTPRoute in `apps` on Gateway `infra/<gateway>`.
 fn route_on(name: &str, gateway: &str, hostname: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  \
-         namespace: apps\nspec:\n  parentRefs:\n  - name: {gateway}\n    namespace: infra\n  \
-         hostnames:\n  - {hostname}\n"
-    )
+    let parents = json!([objects::parent("infra", gateway)]);
+    objects::yaml(&objects::http_route("apps", name, parents, &[hostname]))
 }
 
 /// The data records (A, AAAA, CNAME) in `bind`'s zone, as (name, type, data).
@@ -601,7 +572,12 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
     let cluster = ControlPlane::start();
     extdns::install_dnsendpoint_crd(&cluster);
     let bind = Bind::start("example.com", FOREIGN);
-    cluster.apply(TWO_GATEWAYS, &[]).ok();
+    cluster
+        .apply(
+            &[public_gateway(), fixture("gateway-internal.yaml")].join("---\n"),
+            &[],
+        )
+        .ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.gateway_address("infra/internal", &["198.51.100.20"]);
     // `web` claims app.example.com first; `rival` claims it through the other Gateway later
@@ -739,7 +715,7 @@ const TXT_KEY: &str = "passphrasewhichneedstobe32bytes!";
 fn encrypted_prefixed_ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     let cluster = ControlPlane::start();
     let bind = Bind::start("example.com", "");
-    cluster.apply(GATEWAY, &[]).ok();
+    cluster.apply(&public_gateway(), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     for (name, hostname) in [("keep", "keep.example.com"), ("gone", "gone.example.com")] {
         apply_route(&cluster, name, hostname);

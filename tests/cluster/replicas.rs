@@ -33,6 +33,7 @@ use crate::api::ClusterApi;
 use crate::support::bind::Bind;
 use crate::support::cluster::ControlPlane;
 use crate::support::dig;
+use crate::support::objects;
 use crate::support::proxy::Proxy;
 
 const ZONE: &str = "example.com";
@@ -53,26 +54,12 @@ const TAKEOVER_LIMIT: Duration = Duration::from_millis(3000 + 3 * 500);
 const SAMPLER_LIMIT: Duration = Duration::from_secs(180);
 
 fn gateway() -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"namespace": "infra", "name": "public"},
-        "spec": {
-            "gatewayClassName": "example",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.example.com",
-                           "allowedRoutes": {"namespaces": {"from": "All"}}}],
-        },
-    })
+    objects::http_gateway("infra", "public", "*.example.com")
 }
 
 fn route(name: &str, hostname: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"namespace": "shop", "name": name},
-        "spec": {
-            "parentRefs": [{"name": "public", "namespace": "infra"}],
-            "hostnames": [hostname],
-        },
-    })
+    let parents = json!([objects::parent("infra", "public")]);
+    objects::http_route("shop", name, parents, &[hostname])
 }
 
 /// One replica: kube source → index → engine → sync loop → its own RFC 2136 provider, writes

@@ -7,12 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::cluster::{ControlPlane, Run, Serve, repo_root};
-
-fn fixture(name: &str) -> String {
-    let path = repo_root().join("tests/fixtures/cluster/seed").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::support::cluster::{ControlPlane, Run, Serve, seed};
 
 /// What `gateway-dns check` says about `extra` applied over a dump of the cluster
 /// (`kubectl get ... -o yaml`, as docs/troubleshooting.md tells users to run): the one engine
@@ -85,13 +80,13 @@ async fn the_seed_story_through_kubectl_apply() {
     serve.wait_ready(Duration::from_secs(60)).await;
     cluster.register_webhook(&serve.url(), &serve.ca_file());
 
-    cluster.apply(&fixture("gateways.yaml"), &[]).ok();
+    cluster.apply(&seed("gateways.yaml"), &[]).ok();
     cluster.gateway_address("infra/public", &["203.0.113.10"]);
     cluster.gateway_address("infra/internal", &["198.51.100.20"]);
     cluster.wait_webhook_active("team-a");
 
     // Team A: accepted without a word, and published.
-    let team_a = cluster.apply(&fixture("team-a.yaml"), &[]);
+    let team_a = cluster.apply(&seed("team-a.yaml"), &[]);
     assert!(team_a.success, "{team_a:?}");
     assert!(!team_a.stderr.contains("Warning"), "{team_a:?}");
     serve
@@ -105,7 +100,7 @@ async fn the_seed_story_through_kubectl_apply() {
 
     // Team B: the same name through the internal Gateway. The dry run gets the denial and
     // creates nothing; the real apply gets the same denial.
-    let team_b = fixture("team-b.yaml");
+    let team_b = seed("team-b.yaml");
     let expected = message_of(
         &check_over_dump(&cluster, &team_b),
         "HTTPRoute/team-b/web",
@@ -123,7 +118,7 @@ async fn the_seed_story_through_kubectl_apply() {
     assert_eq!(serve.dig("app.example.com", "A").await, ["203.0.113.10"]);
 
     // A hostname outside the listener: accepted, with kubectl's `Warning:` line.
-    let outside = fixture("outside-listener.yaml");
+    let outside = seed("outside-listener.yaml");
     let warning = format!(
         "Warning: HostnameOutsideListener: {}",
         message_of(

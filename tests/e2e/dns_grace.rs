@@ -14,8 +14,8 @@ use gateway_dns::sync::{OnceReport, Policy, SyncConfig, Syncer};
 use serde_json::{Value, json};
 
 use crate::support::dig;
+use crate::support::objects;
 
-const V1: &str = "gateway.networking.k8s.io/v1";
 const START: i64 = 1_700_000_000;
 
 fn object(value: Value) -> Object {
@@ -23,16 +23,8 @@ fn object(value: Value) -> Object {
 }
 
 fn gateway(addresses: &[&str]) -> Object {
-    let addresses: Vec<Value> = addresses
-        .iter()
-        .map(|a| json!({"type": "IPAddress", "value": a}))
-        .collect();
-    object(json!({"apiVersion": V1, "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "infra"},
-        "spec": {"gatewayClassName": "test", "listeners": [
-            {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": "*.example.com",
-             "allowedRoutes": {"namespaces": {"from": "All"}}}]},
-        "status": {"addresses": addresses}}))
+    let listeners = json!([objects::listener("https", "HTTPS", Some("*.example.com"))]);
+    object(objects::gateway("infra", "gw", listeners, addresses))
 }
 
 fn changes(report: &OnceReport) -> usize {
@@ -57,10 +49,13 @@ async fn records_survive_an_address_flap_within_the_grace_and_go_after_it() {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}),
     ));
     index.apply(gateway(&["192.0.2.10"]));
-    index.apply(object(json!({"apiVersion": V1, "kind": "HTTPRoute",
-        "metadata": {"name": "web", "namespace": "apps"},
-        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}],
-                 "hostnames": ["app.example.com"]}})));
+    let parents = json!([objects::parent("infra", "gw")]);
+    index.apply(object(objects::http_route(
+        "apps",
+        "web",
+        parents,
+        &["app.example.com"],
+    )));
 
     let mut sync_config = SyncConfig::new("grace", vec!["example.com".into()]);
     sync_config.policy = Policy::Sync;

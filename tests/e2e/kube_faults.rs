@@ -12,7 +12,8 @@ use gateway_dns::model::{self, Object, ObjectKind};
 use gateway_dns::source::kube::{Absence, AbsenceDecision, Config, KindStatus, KubeSource, client};
 use serde_json::{Value, json};
 
-use crate::support::apiserver::{ApiServer, GATEWAY_GROUP};
+use crate::support::apiserver::ApiServer;
+use crate::support::objects;
 
 fn fast_config() -> Config {
     Config {
@@ -105,43 +106,26 @@ async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> boo
 }
 
 fn namespace_object(name: &str, team: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}})
+    objects::namespace(name, json!({"team": team}))
 }
 
+/// One HTTP listener for `hostname`, routes and ListenerSets from every namespace, one address.
 fn gateway(namespace: &str, name: &str, hostname: &str, address: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"namespace": namespace, "name": name},
-        "spec": {
-            "gatewayClassName": "example",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": hostname,
-                           "allowedRoutes": {"namespaces": {"from": "All"}}}],
-            "allowedListeners": {"namespaces": {"from": "All"}},
-        },
-        "status": {"addresses": [{"type": "IPAddress", "value": address}]},
-    })
+    let gateway = objects::http_gateway(namespace, name, hostname);
+    objects::addressed(objects::open_to_listener_sets(gateway), &[address])
 }
 
+/// Under Gateway infra/`parent`: one HTTPS listener `extra` for `hostname` (its own namespace's
+/// routes only).
 fn listener_set(namespace: &str, name: &str, parent: &str, hostname: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
-        "metadata": {"namespace": namespace, "name": name},
-        "spec": {
-            "parentRef": {"name": parent, "namespace": "infra"},
-            "listeners": [{"name": "extra", "port": 443, "protocol": "HTTPS", "hostname": hostname}],
-        },
-    })
+    let listener = objects::listener_from("extra", "HTTPS", Some(hostname), None);
+    objects::listener_set_of(namespace, name, ("infra", parent), json!([listener]))
 }
 
+/// A route of `kind` on Gateway infra/public claiming `hostname`.
 fn route(kind: ObjectKind, namespace: &str, name: &str, hostname: &str) -> Value {
-    let mut spec = json!({"parentRefs": [{"name": "public", "namespace": "infra"}]});
-    let mut metadata = json!({"namespace": namespace, "name": name});
-    if kind.has_hostnames() {
-        spec["hostnames"] = json!([hostname]);
-    } else {
-        metadata["annotations"] = json!({"external-dns.kubernetes.io/hostname": hostname});
-    }
-    json!({"apiVersion": format!("{GATEWAY_GROUP}/v1"), "kind": kind.kind(), "metadata": metadata, "spec": spec})
+    let parents = json!([objects::parent("infra", "public")]);
+    objects::claiming_route(kind, namespace, name, parents, hostname)
 }
 
 fn object_of(kind: ObjectKind, namespace: &str, name: &str, variant: &str) -> Value {

@@ -1,5 +1,6 @@
-//! The one integration test binary: each module covers one area against real components
-//! (`kube_faults` against the API double, for faults a real API server cannot produce).
+//! End-to-end tests, one of the four integration test binaries (beside `engine`, `cluster` and
+//! `hostile`): each module covers one area against real components (`kube_faults` against the
+//! API double, for faults a real API server cannot produce).
 
 #[path = "../support/mod.rs"]
 mod support;

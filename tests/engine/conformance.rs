@@ -1,4 +1,4 @@
-//! Gateway API conformance hostname cases (the shared reference case
+//! Gateway API conformance hostname cases (the reference case
 //! `gateway-api-conformance-hostnames.yaml`, read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
 //! and check which listeners each route attaches to and which hostnames it gets there
 //! (`engine::attach::attachments`) against the file's `derived_intersections` and `expected`.
@@ -20,7 +20,7 @@ use gateway_dns::model::dns_name::parse_hostname;
 use gateway_dns::model::{ObjectKey, ObjectKind};
 use serde_json::{Value, json};
 
-use crate::objects::{V1, namespace, shared_case_file, snapshot};
+use crate::objects::{V1, case_file, namespace, snapshot};
 
 /// Every object of a conformance test lives here, as in upstream's `gateway-conformance-infra`.
 const NS: &str = "gateway-conformance-infra";
@@ -455,7 +455,7 @@ fn listener_hostnames(test: &Value) -> BTreeMap<(String, String), Option<String>
 
 #[test]
 fn conformance_hostname_cases() {
-    let file = shared_case_file("gateway-api-conformance-hostnames.yaml");
+    let file = case_file("gateway-api-conformance-hostnames.yaml");
     let tests = file["tests"]
         .as_array()
         .expect("the conformance file has a tests list");
@@ -480,7 +480,7 @@ fn conformance_hostname_cases() {
 /// ListenerSets in the Gateway's namespace are admitted (`allowedListeners.from: Same`).
 #[test]
 fn conformance_listener_set_objects_decode_and_attach() {
-    let file = shared_case_file("gateway-api-conformance-hostnames.yaml");
+    let file = case_file("gateway-api-conformance-hostnames.yaml");
     let test = file["tests"]
         .as_array()
         .into_iter()

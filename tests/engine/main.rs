@@ -1,8 +1,15 @@
 //! The rule engine and `gateway-dns check`, tested from the outside, and the import rules of
 //! ARCHITECTURE.md. One test binary: `cargo test --test engine`.
 //!
-//! Tests that read the shared reference cases and the extdns-compare tool look for them where
-//! `objects::shared_dir` says; when they are absent those tests fail saying so.
+//! Tests that read the reference cases (external-dns's and the Gateway API conformance tests',
+//! transcribed) find them where `objects::cases_dir` says: `tests/fixtures/cases`, or another
+//! copy named by `GATEWAY_DNS_SHARED_DIR`.
+
+/// The object builders every test binary shares (the rest of `support` starts servers, which
+/// these tests do not need).
+#[allow(dead_code)]
+#[path = "../support/objects.rs"]
+mod builders;
 
 mod attachment;
 mod cli;

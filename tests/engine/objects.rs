@@ -1,5 +1,6 @@
-//! Builders for the Kubernetes objects the tests feed the engine (as JSON, decoded with the one
-//! decoder every source uses), and small readers over outcomes.
+//! The Kubernetes objects the tests feed the engine: the shared builders of
+//! `tests/support/objects.rs` (as JSON, decoded here with the one decoder every source uses),
+//! and small readers over outcomes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,9 +12,8 @@ use gateway_dns::index::Snapshot;
 use gateway_dns::model::{self, Object};
 use serde_json::{Value, json};
 
-pub const V1: &str = "gateway.networking.k8s.io/v1";
+pub use crate::builders::*;
 
-/// Decodes a value that must be an object gateway-dns reads.
 /// The non-empty documents of a YAML file, as JSON trees.
 pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -23,6 +23,7 @@ pub fn yaml_documents(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// Decodes a value that must be an object gateway-dns reads.
 pub fn decode(value: &Value) -> Object {
     match model::decode_value(value) {
         Ok(Some(object)) => object,
@@ -33,106 +34,6 @@ pub fn decode(value: &Value) -> Object {
 
 pub fn decode_all(values: &[Value]) -> Vec<Object> {
     values.iter().map(decode).collect()
-}
-
-pub fn namespace(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
-}
-
-/// A listener that takes routes from every namespace (protocol decides the port).
-pub fn listener(name: &str, protocol: &str, hostname: Option<&str>) -> Value {
-    let port = match protocol {
-        "HTTP" => 80,
-        "UDP" => 53,
-        "TCP" => 5432,
-        _ => 443,
-    };
-    let mut l = json!({"name": name, "protocol": protocol, "port": port,
-                       "allowedRoutes": {"namespaces": {"from": "All"}}});
-    if let Some(h) = hostname {
-        l["hostname"] = json!(h);
-    }
-    l
-}
-
-/// A Gateway with these listeners and `status.addresses` (IPs or hostnames).
-pub fn gateway(ns: &str, name: &str, listeners: Value, addresses: &[&str]) -> Value {
-    let addresses: Vec<Value> = addresses
-        .iter()
-        .map(|a| {
-            let kind = if a.parse::<std::net::IpAddr>().is_ok() {
-                "IPAddress"
-            } else {
-                "Hostname"
-            };
-            json!({"type": kind, "value": a})
-        })
-        .collect();
-    json!({"apiVersion": V1, "kind": "Gateway",
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"gatewayClassName": "test", "listeners": listeners},
-           "status": {"addresses": addresses}})
-}
-
-/// A Gateway with one HTTPS listener `https` for `hostname` (None: any) open to all namespaces.
-pub fn simple_gateway(ns: &str, name: &str, hostname: Option<&str>, addresses: &[&str]) -> Value {
-    gateway(
-        ns,
-        name,
-        json!([listener("https", "HTTPS", hostname)]),
-        addresses,
-    )
-}
-
-/// A ListenerSet in `ns` under `gateway` (namespace, name) with one HTTPS listener for `hostname`.
-pub fn listener_set(ns: &str, name: &str, gateway: (&str, &str), hostname: &str) -> Value {
-    json!({"apiVersion": V1, "kind": "ListenerSet",
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"parentRef": {"name": gateway.1, "namespace": gateway.0},
-                    "listeners": [listener("ls-https", "HTTPS", Some(hostname))]}})
-}
-
-pub fn parent(ns: &str, name: &str) -> Value {
-    json!({"name": name, "namespace": ns})
-}
-
-/// A route of `kind` (apiVersion v1) with parentRefs and spec.hostnames.
-pub fn route(kind: &str, ns: &str, name: &str, parent_refs: Value, hostnames: &[&str]) -> Value {
-    let mut spec = json!({"parentRefs": parent_refs});
-    if !hostnames.is_empty() {
-        spec["hostnames"] = json!(hostnames);
-    }
-    json!({"apiVersion": V1, "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec})
-}
-
-pub fn http_route(ns: &str, name: &str, parent_refs: Value, hostnames: &[&str]) -> Value {
-    route("HTTPRoute", ns, name, parent_refs, hostnames)
-}
-
-/// Sets `value` at a path of object keys, creating objects on the way.
-pub fn with(mut object: Value, path: &[&str], value: Value) -> Value {
-    let (last, parents) = path.split_last().expect("a non-empty path");
-    let mut at = &mut object;
-    for key in parents {
-        if !at.get(*key).is_some_and(Value::is_object) {
-            at[*key] = json!({});
-        }
-        at = &mut at[*key];
-    }
-    at[*last] = value;
-    object
-}
-
-pub fn created(object: Value, timestamp: &str) -> Value {
-    with(object, &["metadata", "creationTimestamp"], json!(timestamp))
-}
-
-pub fn annotated(object: Value, key: &str, value: &str) -> Value {
-    with(object, &["metadata", "annotations", key], json!(value))
-}
-
-pub fn labelled(object: Value, key: &str, value: &str) -> Value {
-    with(object, &["metadata", "labels", key], json!(value))
 }
 
 pub fn snapshot(cfg: Config, values: &[Value]) -> Snapshot {
@@ -186,31 +87,28 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The shared reference cases and tools: `GATEWAY_DNS_SHARED_DIR`, else the `shared` folder beside
-/// the checkout. Fails the test when it is absent: a checkout without the shared cases must not
-/// pass these tests silently.
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("GATEWAY_DNS_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate_dir().join("..").join("shared"));
+/// The reference cases: `$GATEWAY_DNS_SHARED_DIR/cases` when that variable is set (another copy
+/// to compare with), else the repository's own copies in `tests/fixtures/cases` (its README
+/// says where they come from).
+pub fn cases_dir() -> PathBuf {
+    let Some(dir) = std::env::var_os("GATEWAY_DNS_SHARED_DIR") else {
+        return crate_dir().join("tests").join("fixtures").join("cases");
+    };
+    let dir = PathBuf::from(dir).join("cases");
+    // Set but wrong must fail, not fall back: the run was asked to check that corpus.
     assert!(
-        dir.join("cases").is_dir(),
-        "the shared cases are missing: {} has no cases/ directory (expected a shared folder \
-         beside the checkout; set GATEWAY_DNS_SHARED_DIR to point elsewhere)",
+        dir.is_dir(),
+        "GATEWAY_DNS_SHARED_DIR is set but {} is not a directory",
         dir.display()
     );
     dir
 }
 
-/// A YAML file of the shared reference cases, as JSON values.
-pub fn shared_case_file(name: &str) -> Value {
-    let path = shared_dir().join("cases").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
-        panic!(
-            "the shared cases are missing: cannot read {}: {err}",
-            path.display()
-        )
-    });
+/// A YAML file of the reference cases, as JSON values.
+pub fn case_file(name: &str) -> Value {
+    let path = cases_dir().join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read the reference cases {}: {err}", path.display()));
     serde_yaml_ng::from_str(&text)
         .unwrap_or_else(|err| panic!("{} is not valid YAML: {err}", path.display()))
 }

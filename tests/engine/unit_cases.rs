@@ -1,9 +1,9 @@
-//! Function-level facts ported to Rust tables: the `unitCases` of the shared reference case
+//! Function-level facts ported to Rust tables: the `unitCases` of the reference case
 //! `extdns-visible.yaml` (external-dns's TestGatewayMatchingHost, TestGatewayMatchingProtocol,
 //! TestIsDNS1123Domain) and the `intersection_rules_table` of
-//! `gateway-api-conformance-hostnames.yaml` (where they are: `objects::shared_dir`).
+//! `gateway-api-conformance-hostnames.yaml` (where they are: `objects::cases_dir`).
 //!
-//! The data is transcribed here, one row per case; `tables_match_the_shared_cases` checks the
+//! The data is transcribed here, one row per case; `tables_match_the_reference_cases` checks the
 //! transcription against the files so the two cannot drift apart unnoticed.
 
 use gateway_dns::engine::attach::{protocol_compatible, route_protocol};
@@ -12,7 +12,7 @@ use gateway_dns::model::ObjectKind;
 use gateway_dns::model::dns_name::{is_dns1123_domain, parse_hostname};
 use serde_json::Value;
 
-use crate::objects::shared_case_file;
+use crate::objects::case_file;
 
 /// extdns-visible.yaml `unitCases.hostIntersection`: (id, a, b, expectHost, expectOk, symmetric).
 /// external-dns writes an unset hostname as `''`.
@@ -293,10 +293,10 @@ fn text(value: &Value, key: &str) -> String {
     }
 }
 
-/// The Rust tables above are a faithful transcription of the shared files (same ids, same data).
+/// The Rust tables above are a faithful transcription of the case files (same ids, same data).
 #[test]
-fn tables_match_the_shared_cases() {
-    let extdns = shared_case_file("extdns-visible.yaml");
+fn tables_match_the_reference_cases() {
+    let extdns = case_file("extdns-visible.yaml");
     let units = &extdns["unitCases"];
 
     let hosts: Vec<(String, String, String, String, bool, bool)> = units["hostIntersection"]
@@ -360,7 +360,7 @@ fn tables_match_the_shared_cases() {
         .collect();
     assert_eq!(ours, domains, "dns1123Domain table drifted from the file");
 
-    let conformance = shared_case_file("gateway-api-conformance-hostnames.yaml");
+    let conformance = case_file("gateway-api-conformance-hostnames.yaml");
     let opt = |v: &Value| v.as_str().map(str::to_owned);
     let rules: Vec<(Option<String>, Option<String>, Option<String>)> =
         conformance["intersection_rules_table"]

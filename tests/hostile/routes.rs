@@ -14,6 +14,7 @@ use hyper::http::StatusCode;
 use serde_json::Value;
 
 use crate::support::big_route;
+use crate::support::objects;
 use crate::support::webhook::TestWebhook;
 
 /// The route of the report: 20k hostnames on 4 Gateways of 64 listeners each.
@@ -110,12 +111,9 @@ fn field_paths_count_past_65535() {
         .map(|i| format!("h{i}.l0.example.com"))
         .collect();
     hostnames.push("not_valid.l0.example.com".to_owned());
-    let route = big_route::decode(serde_json::json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "long", "namespace": "shop"},
-        "spec": {"parentRefs": [{"name": "gw0", "namespace": "infra"}], "hostnames": hostnames},
-    }));
+    let hostnames: Vec<&str> = hostnames.iter().map(String::as_str).collect();
+    let parents = serde_json::json!([objects::parent("infra", "gw0")]);
+    let route = big_route::decode(objects::http_route("shop", "long", parents, &hostnames));
     let gateway_dns::model::Object::Route(route) = route else {
         panic!("a route")
     };

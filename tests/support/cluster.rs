@@ -26,6 +26,22 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A file of `tests/fixtures/cluster` (manifests several cluster tests apply), as text.
+pub fn fixture(name: &str) -> String {
+    let path = repo_root().join("tests/fixtures/cluster").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A file of the seed story (`tests/fixtures/cluster/seed`), as text.
+pub fn seed(name: &str) -> String {
+    fixture(&format!("seed/{name}"))
+}
+
+/// Namespaces infra and apps, and Gateway infra/public for `*.example.com`.
+pub fn public_gateway() -> String {
+    [fixture("namespaces.yaml"), fixture("gateway-public.yaml")].join("---\n")
+}
+
 /// The built control plane, or a failure that says how to build it.
 pub fn tools() -> PathBuf {
     let Some(dir) = std::env::var_os(TOOLS_ENV) else {

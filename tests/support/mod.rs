@@ -15,6 +15,7 @@ pub mod extdns;
 pub mod helm;
 pub mod install;
 pub mod net;
+pub mod objects;
 pub mod pdns;
 pub mod promql;
 pub mod proxy;
