@@ -1678,7 +1678,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 9] = [
     (
         "kubectl",
         &[
@@ -1702,8 +1702,11 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
             "--locked",
             "--path",
             "--release",
+            "--test",
         ],
     ),
+    // The test harness's own, after `cargo test … --`.
+    ("libtest", &["--nocapture"]),
     ("curl", &["--cacert", "--data"]),
     (
         "helm",
