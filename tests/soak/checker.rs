@@ -9,8 +9,8 @@
 //!    of the cluster's objects (`World::quiesce`);
 //! 4. a route the webhook denied (and that was never created since) never owns a name;
 //! 5. a name's owner route changes, or the name goes, only after an operation touched the
-//!    owner, the new owner, their namespaces or their parents since the owner took the name:
-//!    anything else is a flap, and the count must be 0;
+//!    owner, the new owner, their namespaces or their parents, or gave the name to a Namespace,
+//!    since the owner took the name: anything else is a flap, and the count must be 0;
 //! 6. the writers of the UPDATEs in BIND's log, in BIND's order, follow the Lease's holders in
 //!    theirs: two replicas never write in one Lease term;
 //! 7. at each quiet point every live replica's index holds what the API server holds
@@ -32,6 +32,9 @@ use crate::support::dig::{self, Rr};
 use crate::support::records::FOREIGN;
 use crate::world::{LEASE_NAME, LEASE_NAMESPACE, ZONE, gateway_of};
 
+/// The key a fault that may lose DNS data touches: it explains a name that goes.
+pub const DNS_LOST: &str = "fault/dns-lost";
+
 /// The owner id serve writes with (`--txt-owner-id`'s default).
 const OWNER: &str = "default";
 /// How often the zone and the Lease are sampled.
@@ -47,7 +50,8 @@ pub struct Touch {
 #[derive(Debug)]
 struct Owned {
     resource: String,
-    /// Operations logged when this owner was first seen.
+    /// The operation that may have given the name to this owner: the last one on the route
+    /// before the owner was first seen (operations logged by then, if none).
     since: usize,
 }
 
@@ -263,12 +267,23 @@ fn sample(state: &mut State, zone: &[Rr]) {
             continue;
         }
         let mut keys = related(&state.touches, &before.resource);
+        // A Namespace that takes a hostname for itself takes it from routes elsewhere.
+        keys.insert(format!("hostname/{name}"));
+        if now.is_none() {
+            keys.insert(DNS_LOST.to_string());
+        }
         if let Some(now) = now {
             keys.extend(related(&state.touches, now));
         }
         let explained = state.touches[before.since.min(touched)..]
             .iter()
             .any(|touch| touch.keys.iter().any(|k| keys.contains(k)));
+        if std::env::var_os("GATEWAY_DNS_SOAK_TRACE").is_some_and(|v| v == "1") {
+            eprintln!(
+                "soak: sample {}: {name} {} -> {now:?} (explained: {explained}; operations {}..{touched})",
+                state.samples, before.resource, before.since
+            );
+        }
         if !explained {
             state.flaps += 1;
             let violation = format!(
@@ -279,9 +294,15 @@ fn sample(state: &mut State, zone: &[Rr]) {
         }
     }
     for (name, resource) in owners {
+        // DNS follows the API late: a name seen with a new owner now may stand for an operation
+        // on that route logged before this sample, and a later one may already have undone it.
         let since = match previous.get(&name) {
             Some(before) if before.resource == resource => before.since,
-            _ => touched,
+            _ => state
+                .touches
+                .iter()
+                .rposition(|t| t.keys.contains(&resource))
+                .unwrap_or(touched),
         };
         state.owners.insert(name, Owned { resource, since });
     }
@@ -368,10 +389,17 @@ fn transfer_from(addr: std::net::SocketAddr) -> Result<Vec<Rr>, String> {
         .output()
         .map_err(|e| format!("dig: {e}"))?;
     let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() || text.contains("Transfer failed") || !text.contains("SOA") {
+    if !output.status.success() || text.contains("Transfer failed") {
         return Err(format!("AXFR failed: {text}"));
     }
-    Ok(dig::parse(&format!(";; ANSWER SECTION:\n{text}")).answer)
+    let records = dig::parse(&format!(";; ANSWER SECTION:\n{text}")).answer;
+    // A whole transfer begins and ends with the SOA; one cut short (BIND stopped in the middle)
+    // would look like names gone.
+    let soa = records.iter().filter(|rr| rr.rtype == "SOA").count();
+    if soa < 2 || records.last().is_none_or(|rr| rr.rtype != "SOA") {
+        return Err(format!("AXFR cut short: {text}"));
+    }
+    Ok(records)
 }
 
 /// Name → sorted A targets that `gateway-dns check` computes over the dump at `file`.

@@ -186,6 +186,8 @@ pub struct Schedule {
     listener_set: bool,
     addresses: [Vec<String>; 3],
     narrow_listener: bool,
+    /// The hostnames each team's Namespace owns by annotation.
+    owned: BTreeMap<&'static str, Vec<String>>,
     report: Report,
 }
 
@@ -199,11 +201,13 @@ impl Schedule {
             listener_set: false,
             addresses: std::array::from_fn(|i| vec![address_of(i, 0)]),
             narrow_listener: false,
+            owned: BTreeMap::new(),
             report: Report::default(),
         }
     }
 
     pub async fn run(&mut self, world: &mut World, deadline: Instant) -> Report {
+        let started = Instant::now();
         let mut pending: Option<(usize, world::Undo, Fault)> = None;
         for op in 0..self.ops {
             if Instant::now() >= deadline {
@@ -212,15 +216,28 @@ impl Schedule {
             if pending.is_none() && op % self.fault_every == self.fault_every / 2 {
                 let fault = Fault::ALL[self.rng.below(Fault::ALL.len())];
                 let undo = world.inject(fault, self.rng.below(3)).await;
+                if trace() {
+                    eprintln!("soak: fault {fault:?}");
+                }
                 *self.report.faults.entry(fault).or_default() += 1;
                 pending = Some((op + FAULT_SPAN, undo, fault));
             }
             self.step(world).await;
+            if op > 0 && op % 500 == 0 {
+                eprintln!(
+                    "soak: {op} operations, {} faults, {:.0} s",
+                    self.report.faults_done(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
             if let Some((heal_at, _, _)) = &pending
                 && op >= *heal_at
             {
-                let (_, undo, _) = pending.take().expect("a pending fault");
+                let (_, undo, fault) = pending.take().expect("a pending fault");
                 world.undo(undo).await;
+                if trace() {
+                    eprintln!("soak: healed {fault:?}");
+                }
                 if let Some(took) = world.quiesce(QUIET_LIMIT).await {
                     self.report.convergence.push(took);
                 }
@@ -347,15 +364,23 @@ impl Schedule {
                 let team = TEAMS[self.rng.below(TEAMS.len())];
                 // Left out, the annotation this field manager set goes.
                 let mut metadata = json!({"name": team});
+                let mut owned = Vec::new();
                 if self.rng.chance(50) {
                     let first = self.rng.below(HOSTNAMES);
-                    metadata["annotations"] = json!({"gateway-dns.io/allowed-hostnames":
-                        format!("{},{}", hostname(first), hostname((first + 1) % HOSTNAMES))});
+                    owned = vec![hostname(first), hostname((first + 1) % HOSTNAMES)];
+                    metadata["annotations"] =
+                        json!({"gateway-dns.io/allowed-hostnames": owned.join(",")});
                 }
                 let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata});
                 world::apply(&client, "soak-ownership", &namespace_resource(), &object)
                     .await
-                    .map(|()| vec![format!("namespace/{team}")])
+                    .map(|()| {
+                        // The names it owned before and owns now change hands.
+                        let before = self.owned.insert(team, owned.clone()).unwrap_or_default();
+                        let mut keys = vec![format!("namespace/{team}")];
+                        keys.extend(before.iter().chain(&owned).map(|h| format!("hostname/{h}")));
+                        keys
+                    })
             }
             OpKind::NamespaceMode => {
                 let team = TEAMS[self.rng.below(TEAMS.len())];
@@ -395,6 +420,9 @@ impl Schedule {
             }
         };
         *self.report.ops.entry(kind).or_default() += 1;
+        if trace() {
+            eprintln!("soak: op {kind:?}: {result:?}");
+        }
         match result {
             Ok(keys) => world.checker.touched(keys),
             Err(error) if denied(&error) => self.report.denied += 1,
@@ -428,4 +456,9 @@ impl Schedule {
 /// The webhook's denial, as the API server returns it.
 fn denied(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.message.contains("denied the request"))
+}
+
+/// `GATEWAY_DNS_SOAK_TRACE=1` prints every operation and fault as it happens.
+fn trace() -> bool {
+    std::env::var_os("GATEWAY_DNS_SOAK_TRACE").is_some_and(|v| v == "1")
 }

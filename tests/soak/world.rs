@@ -390,6 +390,9 @@ impl Fault {
 pub enum Undo {
     Nothing,
     StartReplica(usize),
+    /// A killed leader comes back once another replica took the Lease, as a new pod would
+    /// (a process started at once under the same identity would take its own Lease back).
+    StartLeader(usize),
     StartApiServer,
     StartBind,
     AcceptUpdates,
@@ -423,7 +426,11 @@ impl World {
                 if let Some(mut serve) = self.replicas[target].serve.take() {
                     serve.kill();
                 }
-                Undo::StartReplica(target)
+                if Some(target) == leader {
+                    Undo::StartLeader(target)
+                } else {
+                    Undo::StartReplica(target)
+                }
             }
             Fault::ApiServerRestart => {
                 tokio::task::block_in_place(|| self.cluster.stop_apiserver());
@@ -434,6 +441,10 @@ impl World {
                 Undo::Nothing
             }
             Fault::BindDown => {
+                // Killed, BIND may lose the UPDATEs it had not yet written to its journal: a
+                // name that goes then is the DNS server's loss, which serve must repair.
+                self.checker
+                    .touched(vec![crate::checker::DNS_LOST.to_string()]);
                 self.bind.stop();
                 Undo::StartBind
             }
@@ -457,6 +468,16 @@ impl World {
         match undo {
             Undo::Nothing => {}
             Undo::StartReplica(index) => self.start_replica(index).await,
+            Undo::StartLeader(index) => {
+                let identity = self.replicas[index].identity.clone();
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(20)
+                    && self.checker.holder_now(&self.client).await.as_ref() == Some(&identity)
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                self.start_replica(index).await;
+            }
             Undo::StartApiServer => {
                 tokio::task::block_in_place(|| self.cluster.start_apiserver());
             }
