@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
+use gateway_dns::engine::admission::route_violations;
 use gateway_dns::index::Index;
-use gateway_dns::webhook::decide::route_violations;
 
 #[allow(dead_code)]
 #[path = "../tests/support/big_route.rs"]

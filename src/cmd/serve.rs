@@ -27,7 +27,7 @@ use crate::net::ConnectionLimits;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, Syncer};
-use crate::webhook::decide::EngineHandler;
+use crate::webhook::handler::EngineHandler;
 use crate::webhook::server;
 use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
 use crate::webhook::tls::{self, CertSource};

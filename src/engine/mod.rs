@@ -2,6 +2,7 @@
 //! violations (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
 //! over a [`World`] they provide.
 
+pub mod admission;
 pub mod attach;
 pub mod cidr;
 pub mod explain;
