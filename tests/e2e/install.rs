@@ -1687,6 +1687,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 8] = [
             "--from-file",
             "--from-literal",
             "--overwrite",
+            "--raw",
             "--replicas",
             "--type",
         ],
