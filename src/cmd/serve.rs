@@ -13,7 +13,7 @@ use crate::cli::{ProviderKind, ServeArgs};
 use crate::dns::secret::SecretSource;
 use crate::dns::{Changes, Provider, embedded, rfc2136};
 use crate::engine::World;
-use crate::engine::settle::route_ref;
+use crate::engine::claimants::route_ref;
 use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
 use crate::feedback::limit::Limits;
 use crate::feedback::{AppliedRecord, ObjectRef};

@@ -6,8 +6,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::claimants::route_ref;
 use super::ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
-use super::settle::{self, newcomer_conflicts, route_ref};
+use super::settle::{self, newcomer_conflicts};
 use super::{Action, Reason, Violation, World, evaluate_route};
 use crate::model::{Namespace, Object, ObjectKey, ObjectKind, Route};
 

@@ -7,11 +7,9 @@
 use serde::Serialize;
 
 use super::attach::{ParentVerdict, parent_verdicts, requested_names};
+use super::claimants::{Claimant, PrecedenceKey, claimants, precedence_deciding, route_ref};
 use super::hostname::intersect;
-use super::settle::{
-    Claimant, PrecedenceKey, Record, claimants, contest, precedence_deciding, route_ref,
-    settle_name, violation,
-};
+use super::settle::{Record, contest, settle_name, violation};
 use super::world::{RouteEntry, World};
 use super::{Action, Violation};
 use crate::model::dns_name::{HostnameError, parse_hostname};

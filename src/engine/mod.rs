@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod attach;
 pub mod cidr;
+pub mod claimants;
 pub mod explain;
 pub mod grace;
 pub mod hostname;

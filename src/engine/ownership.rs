@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::str::FromStr;
 
+use super::claimants::{Claimant, precedence};
 use super::hostname;
-use super::settle::{Claimant, precedence};
 use super::world::{Claim, Finding, NameSource, World};
 use super::{Config, ConfigError, Reason, concat};
 use crate::model::dns_name::parse_hostname;

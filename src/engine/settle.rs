@@ -1,13 +1,13 @@
 //! Records and conflicts: settles every claimed name into DNS records and violations, over any
 //! [`World`]. ("Plan" is kept for the DNS changes the sync loop makes.)
 
-use std::cmp::Ordering;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::claimants::{Claimant, claimants_among, precedence, route_ref};
 use super::ownership;
-use super::world::{Claim, Finding, RouteEval, RouteId, World};
+use super::world::{Finding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
 use crate::model::{Address, RecordType, Route};
 
@@ -41,140 +41,6 @@ impl Outcome {
     pub fn denies(&self) -> bool {
         self.violations.iter().any(|v| v.action == Action::Deny)
     }
-}
-
-/// One route's claim on a name.
-#[derive(Clone, Copy)]
-pub struct Claimant<'a> {
-    pub route: &'a Route,
-    pub claim: &'a Claim,
-    /// The route's `ttl` annotation, else its Gateway's or ListenerSet's.
-    pub ttl: Option<u32>,
-}
-
-impl Claimant<'_> {
-    pub fn route_ref(&self) -> String {
-        route_ref(self.route)
-    }
-}
-
-/// `Kind/namespace/name`; built by hand, as every finding of every review names its route.
-pub fn route_ref(route: &Route) -> String {
-    let (kind, namespace, name) = (
-        route.kind().kind(),
-        route.meta.namespace(),
-        route.meta.name(),
-    );
-    let mut out = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
-    out.push_str(kind);
-    out.push('/');
-    out.push_str(namespace);
-    out.push('/');
-    out.push_str(name);
-    out
-}
-
-/// Oldest route first (creationTimestamp; objects without one count as newest), then
-/// namespace/name, then Gateway namespace/name: a total order, so a result never flaps.
-pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
-    precedence_deciding(a, b).0
-}
-
-/// The key of [`precedence`] that orders two claims (the first that differs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum PrecedenceKey {
-    /// The older route comes first (a route without a creationTimestamp counts as newest).
-    CreationTimestamp,
-    Namespace,
-    Name,
-    Kind,
-    Gateway,
-    ListenerSet,
-    /// The two claims are the same.
-    Equal,
-}
-
-impl PrecedenceKey {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PrecedenceKey::CreationTimestamp => "creationTimestamp",
-            PrecedenceKey::Namespace => "namespace",
-            PrecedenceKey::Name => "name",
-            PrecedenceKey::Kind => "kind",
-            PrecedenceKey::Gateway => "gateway",
-            PrecedenceKey::ListenerSet => "listenerSet",
-            PrecedenceKey::Equal => "equal",
-        }
-    }
-}
-
-/// [`precedence`] with the key that decided it, so an explanation names the very comparison
-/// the sync loop makes.
-pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceKey) {
-    let created = |c: &Claimant| {
-        let created = c.route.meta.created.get();
-        (created.is_none(), created)
-    };
-    // Compared lazily, key by key: the webhook sorts incumbents on every review.
-    let decided = |order: Ordering, key| order.is_ne().then_some((order, key));
-    decided(
-        created(a).cmp(&created(b)),
-        PrecedenceKey::CreationTimestamp,
-    )
-    .or_else(|| {
-        decided(
-            a.route.meta.namespace().cmp(b.route.meta.namespace()),
-            PrecedenceKey::Namespace,
-        )
-    })
-    .or_else(|| {
-        decided(
-            a.route.meta.name().cmp(b.route.meta.name()),
-            PrecedenceKey::Name,
-        )
-    })
-    .or_else(|| decided(a.route.kind().cmp(&b.route.kind()), PrecedenceKey::Kind))
-    .or_else(|| {
-        decided(
-            a.claim.origin.gateway.cmp(&b.claim.origin.gateway),
-            PrecedenceKey::Gateway,
-        )
-    })
-    .or_else(|| {
-        decided(
-            a.claim
-                .origin
-                .listener_set
-                .cmp(&b.claim.origin.listener_set),
-            PrecedenceKey::ListenerSet,
-        )
-    })
-    .unwrap_or((Ordering::Equal, PrecedenceKey::Equal))
-}
-
-/// Every claim on `name`, in precedence order.
-pub fn claimants<'a, W: World>(world: &'a W, name: &str) -> Vec<Claimant<'a>> {
-    claimants_among(world, name, world.claimants(name))
-}
-
-fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> Vec<Claimant<'a>> {
-    let mut out = Vec::new();
-    for id in ids {
-        if let Some(entry) = world.route(id) {
-            for claim in entry.eval.claims_on(name) {
-                out.push(Claimant {
-                    route: &entry.route,
-                    claim,
-                    ttl: entry.eval.ttl.or(claim.origin.ttl),
-                });
-            }
-        }
-    }
-    if out.len() > 1 {
-        out.sort_by(precedence);
-    }
-    out
 }
 
 /// The outcome for one name.
