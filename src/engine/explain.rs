@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use super::attach::{ParentVerdict, parent_verdicts, requested_names};
 use super::claimants::{Claimant, PrecedenceKey, claimants, precedence_deciding, route_ref};
+use super::explain_parents::{ParentVerdict, parent_verdicts, requested_names};
 use super::hostname::intersect;
 use super::settle::{Record, contest, settle_name, violation};
 use super::world::{RouteEntry, World};

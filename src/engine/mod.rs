@@ -7,8 +7,10 @@ pub mod attach;
 pub mod cidr;
 pub mod claimants;
 pub mod explain;
+pub mod explain_parents;
 pub mod grace;
 pub mod hostname;
+pub mod names;
 pub mod ownership;
 pub mod selector;
 pub mod settle;
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
-pub use attach::evaluate_route;
+pub use names::evaluate_route;
 pub use ownership::HostnameOwnership;
 pub use settle::{Outcome, Record};
 pub use world::{

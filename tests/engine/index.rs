@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use gateway_dns::engine::World;
-use gateway_dns::engine::attach::evaluate_route;
+use gateway_dns::engine::names::evaluate_route;
 use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::engine::{Action, Config, MODE_LABEL, Reason};
 use gateway_dns::index::{Index, Snapshot};
