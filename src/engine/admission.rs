@@ -1,5 +1,5 @@
 //! Admission: what the rules say about one object as if it were applied to the world
-//! (ARCHITECTURE.md, "Violations"). A route is judged as the newcomer against the incumbents;
+//! (ARCHITECTURE.md, "Findings"). A route is judged as the newcomer against the incumbents;
 //! Gateway, ListenerSet and Namespace changes are never denied, only warned about with the routes
 //! they would break. The webhook turns a [`Decision`] into its AdmissionReview answer.
 
@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::claimants::route_ref;
-use super::ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
+use super::hostname_ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
 use super::settle::{self, newcomer_conflicts};
-use super::{Action, Reason, Violation, World, evaluate_route};
+use super::{Action, Finding, Reason, World, evaluate_route};
 use crate::model::{Namespace, Object, ObjectKey, ObjectKind, Route};
 
 /// What admission reads beyond [`World`]: the world with one object applied, and the routes a
@@ -32,7 +32,7 @@ pub struct Decision {
     /// Each starts with `Reason: `.
     pub warnings: Vec<String>,
     /// Every finding with its final action, for logs and metrics (audit ones included).
-    pub findings: Vec<Violation>,
+    pub findings: Vec<Finding>,
 }
 
 impl Decision {
@@ -44,7 +44,7 @@ impl Decision {
     }
 
     /// The findings that deny (none when allowed).
-    pub fn denials(&self) -> impl Iterator<Item = &Violation> {
+    pub fn denials(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|v| denies(v))
     }
 
@@ -54,12 +54,12 @@ impl Decision {
     }
 }
 
-pub fn denies(v: &Violation) -> bool {
+pub fn denies(v: &Finding) -> bool {
     v.action == Action::Deny
 }
 
 /// One `Reason: message` line per denying finding.
-pub fn denial_message<'v>(denials: impl Iterator<Item = &'v Violation>) -> String {
+pub fn denial_message<'v>(denials: impl Iterator<Item = &'v Finding>) -> String {
     let mut message = String::new();
     for v in denials {
         if !message.is_empty() {
@@ -71,14 +71,14 @@ pub fn denial_message<'v>(denials: impl Iterator<Item = &'v Violation>) -> Strin
 }
 
 /// `Reason: message`, the form of every warning and denial line.
-fn push_finding_line(out: &mut String, v: &Violation) {
+fn push_finding_line(out: &mut String, v: &Finding) {
     out.reserve(v.reason.as_str().len() + 2 + v.message.len());
     out.push_str(v.reason.as_str());
     out.push_str(": ");
     out.push_str(&v.message);
 }
 
-fn finding_line(v: &Violation) -> String {
+fn finding_line(v: &Finding) -> String {
     let mut line = String::new();
     push_finding_line(&mut line, v);
     line
@@ -102,16 +102,16 @@ pub fn decide<W: WhatIf>(world: &W, object: &Object, old: Option<&Object>) -> De
     }
 }
 
-/// All violations of a route as the newcomer: intrinsic findings plus conflicts with incumbents.
-pub fn route_violations<W: World>(world: &W, route: &Route) -> Vec<Violation> {
+/// All findings of a route as the newcomer: its own, resolved, plus conflicts with incumbents.
+pub fn route_findings<W: World>(world: &W, route: &Route) -> Vec<Finding> {
     let eval = evaluate_route(world, world.config(), route);
     let mut violations = newcomer_conflicts(world, route, &eval);
-    // The evaluation is not kept: its findings move into the violations.
+    // The evaluation is not kept: its raw findings move into the resolved ones.
     violations.extend(
         eval.findings
             .into_vec()
             .into_iter()
-            .map(|finding| settle::into_violation(world, route, finding)),
+            .map(|finding| settle::resolve_owned(world, route, finding)),
     );
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
@@ -119,7 +119,7 @@ pub fn route_violations<W: World>(world: &W, route: &Route) -> Vec<Violation> {
 }
 
 /// Identity of a finding across an UPDATE (fields can shift when hostnames are reordered).
-fn finding_identity(v: &Violation) -> (Reason, Option<String>, Option<String>) {
+fn finding_identity(v: &Finding) -> (Reason, Option<String>, Option<String>) {
     match &v.hostname {
         Some(h) => (v.reason, Some(h.clone()), None),
         None => (v.reason, None, Some(v.field.clone())),
@@ -127,9 +127,9 @@ fn finding_identity(v: &Violation) -> (Reason, Option<String>, Option<String>) {
 }
 
 fn decide_route<W: World>(world: &W, route: &Route, old: Option<&Route>) -> Decision {
-    let mut violations = route_violations(world, route);
+    let mut violations = route_findings(world, route);
     if let Some(old) = old {
-        let old_violations = route_violations(world, old);
+        let old_violations = route_findings(world, old);
         let existing: BTreeSet<_> = old_violations.iter().map(finding_identity).collect();
         // On UPDATE only what the old object did not already have can deny.
         for v in violations.iter_mut() {

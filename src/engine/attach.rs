@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::grace::AddressLoss;
-use super::world::{Finding, KeptAddresses, Origin, World};
+use super::world::{KeptAddresses, Origin, RawFinding, World};
 use super::{AttachmentMode, Config, Reason, selector};
 use crate::model::{
     Acceptance, Address, Gateway, Listener, ListenerSet, Meta, NamespacesFrom, ObjectKind,
@@ -222,8 +222,8 @@ pub(super) fn finding(
     hostname: Option<&str>,
     field: String,
     message: String,
-) -> Finding {
-    Finding {
+) -> RawFinding {
+    RawFinding {
         reason,
         hostname: hostname.map(Into::into),
         field: field.into(),
@@ -238,7 +238,7 @@ pub(super) fn attach_parent<'w, W: World>(
     route: &Route,
     index: usize,
     parent_ref: &ParentRef,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Option<Attached<'w>> {
     let kind = parent_ref.target_kind()?;
     if kind == ObjectKind::ListenerSet && !cfg.listener_sets {
@@ -305,7 +305,7 @@ fn parent_field(index: usize) -> String {
 }
 
 /// `ParentNotFound` on `spec.parentRefs[index]`.
-fn parent_not_found(index: usize, what: String) -> Finding {
+fn parent_not_found(index: usize, what: String) -> RawFinding {
     finding(
         Reason::ParentNotFound,
         None,
@@ -320,7 +320,7 @@ fn resolve_gateway<'w, W: World>(
     cfg: &Config,
     index: usize,
     parent_ref: &ParentRef,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Option<Parent<'w>> {
     let (ns, name) = (&*parent_ref.namespace, &*parent_ref.name);
     let Some((gw, origin)) = world
@@ -354,7 +354,7 @@ fn resolve_listener_set<'w, W: World>(
     cfg: &Config,
     index: usize,
     parent_ref: &ParentRef,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Option<Parent<'w>> {
     let (ns, name) = (&*parent_ref.namespace, &*parent_ref.name);
     let Some(ls) = world.listener_set(ns, name) else {
@@ -436,7 +436,7 @@ fn candidate_listeners<'w>(
     parent: &Parent<'w>,
     index: usize,
     parent_ref: &ParentRef,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Option<Vec<&'w Listener>> {
     let candidates: Vec<&Listener> = parent
         .listeners
@@ -512,7 +512,7 @@ fn refused_by_all(
     index: usize,
     route: &Route,
     refused: &[(&Listener, String)],
-) -> Finding {
+) -> RawFinding {
     let refusals: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
     finding(
         Reason::NotAllowedByListeners,

@@ -50,7 +50,7 @@ pub fn attachments<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<List
 
 /// What one listener of a parent makes of a route (for explanations).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerVerdict {
+pub struct ListenerResolution {
     pub name: String,
     /// The listener's hostname; None serves any name.
     pub hostname: Option<String>,
@@ -63,7 +63,7 @@ pub struct ListenerVerdict {
 
 /// One `spec.parentRefs[index]` of a route as the engine resolved it (for explanations).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParentVerdict {
+pub struct ParentResolution {
     pub index: usize,
     /// `Kind/namespace/name` of the parent the reference names.
     pub parent: String,
@@ -73,7 +73,7 @@ pub struct ParentVerdict {
     /// through it (the route's findings on `spec.parentRefs[index]` say why).
     pub origin: Option<Arc<Origin>>,
     /// The candidate listeners (after sectionName and port), taking or refusing the route.
-    pub listeners: Vec<ListenerVerdict>,
+    pub listeners: Vec<ListenerResolution>,
 }
 
 /// The route's requested hostnames (spec and annotation, valid ones, canonical) with the field
@@ -89,7 +89,11 @@ pub fn requested_names(cfg: &Config, route: &Route) -> Vec<(String, NameSource)>
 
 /// Each parentRef of a route: attached or not, through which listeners, refused by which and
 /// why — the same resolution [`evaluate_route`] makes.
-pub fn parent_verdicts<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<ParentVerdict> {
+pub fn parent_resolutions<W: World>(
+    world: &W,
+    cfg: &Config,
+    route: &Route,
+) -> Vec<ParentResolution> {
     let mut scratch = Vec::new();
     let requested = requested_hostnames(cfg, route, &mut scratch);
     let mut out = Vec::with_capacity(route.parent_refs.len());
@@ -97,7 +101,7 @@ pub fn parent_verdicts<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<
         let kind = parent_ref
             .target_kind()
             .map_or_else(|| parent_ref.kind().to_owned(), |k| k.kind().to_owned());
-        let mut verdict = ParentVerdict {
+        let mut resolution = ParentResolution {
             index,
             parent: format!("{kind}/{}/{}", parent_ref.namespace, parent_ref.name),
             section_name: parent_ref.section_name.as_deref().map(str::to_owned),
@@ -106,26 +110,26 @@ pub fn parent_verdicts<W: World>(world: &W, cfg: &Config, route: &Route) -> Vec<
             listeners: Vec::new(),
         };
         if let Some(attached) = attach_parent(world, cfg, route, index, parent_ref, &mut scratch) {
-            verdict
+            resolution
                 .listeners
-                .extend(attached.listeners.iter().map(|l| ListenerVerdict {
+                .extend(attached.listeners.iter().map(|l| ListenerResolution {
                     name: l.name.to_string(),
                     hostname: l.hostname.as_deref().map(str::to_owned),
                     refusal: None,
                     hostnames: served(&requested, l),
                 }));
-            verdict
+            resolution
                 .listeners
-                .extend(attached.refused.iter().map(|(l, why)| ListenerVerdict {
+                .extend(attached.refused.iter().map(|(l, why)| ListenerResolution {
                     name: l.name.to_string(),
                     hostname: l.hostname.as_deref().map(str::to_owned),
                     refusal: Some(why.clone()),
                     hostnames: Vec::new(),
                 }));
-            verdict.listeners.sort_by(|a, b| a.name.cmp(&b.name));
-            verdict.origin = Some(attached.origin);
+            resolution.listeners.sort_by(|a, b| a.name.cmp(&b.name));
+            resolution.origin = Some(attached.origin);
         }
-        out.push(verdict);
+        out.push(resolution);
     }
     out
 }

@@ -1,5 +1,5 @@
 //! The rule engine: pure, synchronous, no IO. Hostnames, attachment, names, records, conflicts and
-//! violations (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
+//! findings (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
 //! over a [`World`] they provide.
 
 pub mod admission;
@@ -10,8 +10,8 @@ pub mod explain;
 pub mod explain_parents;
 pub mod grace;
 pub mod hostname;
+pub mod hostname_ownership;
 pub mod names;
-pub mod ownership;
 pub mod selector;
 pub mod settle;
 mod world;
@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
+pub use hostname_ownership::HostnameOwnership;
 pub use names::evaluate_route;
-pub use ownership::HostnameOwnership;
 pub use settle::{Outcome, Record};
 pub use world::{
-    Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
+    Claim, KeptAddresses, NameSource, Origin, RawFinding, RouteEntry, RouteEval, RouteId, World,
 };
 
 /// external-dns's default annotation prefix (its `--annotation-prefix`); `--annotation-prefix`
@@ -88,7 +88,7 @@ pub enum ConfigError {
     Cidr(#[from] cidr::BadCidr),
 }
 
-/// Stable violation reasons (ARCHITECTURE.md, "Violations").
+/// Stable finding reasons (ARCHITECTURE.md, "Findings").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     HostnameConflict,
@@ -509,7 +509,7 @@ impl Config {
 
 /// A finding with its action resolved, attributed to an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Violation {
+pub struct Finding {
     /// `Kind/namespace/name` of the object the finding is about.
     pub object: String,
     pub reason: Reason,

@@ -12,7 +12,7 @@ use super::attach::{
 };
 use super::grace::rfc3339;
 use super::hostname::{intersect, is_wildcard};
-use super::world::{Claim, Finding, NameSource, Origin, RouteEval, World};
+use super::world::{Claim, NameSource, Origin, RawFinding, RouteEval, World};
 use super::{Config, Reason, concat};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{Address, Name, Route};
@@ -29,7 +29,7 @@ pub(super) struct Requested<'r> {
 pub(super) fn requested_hostnames<'r>(
     cfg: &Config,
     route: &'r Route,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Requested<'r> {
     let source = cfg.annotation(&route.meta.annotations, "gateway-hostname-source");
     let use_spec = source != Some("annotation-only");
@@ -70,7 +70,7 @@ pub(super) fn requested_hostnames<'r>(
                     hosts.push((name, *source));
                 }
             }
-            Err(err) => findings.push(Finding {
+            Err(err) => findings.push(RawFinding {
                 reason: Reason::InvalidHostname,
                 hostname: Some((*host).into()),
                 field: source.field(cfg).into(),
@@ -136,7 +136,7 @@ pub fn evaluate_route<W: World>(world: &W, cfg: &Config, route: &Route) -> Route
     if !claims.is_empty() {
         address_findings(cfg, &attached, &mut findings);
     }
-    super::ownership::keep_allowed_claims(world, cfg, route, &mut claims, &mut findings);
+    super::hostname_ownership::keep_allowed_claims(world, cfg, route, &mut claims, &mut findings);
     claims.retain(|c| !c.origin.targets.is_empty());
     claims.sort();
     claims.dedup_by(|a, b| a.name == b.name && a.origin == b.origin);
@@ -158,7 +158,7 @@ fn attach_parents<'w, W: World>(
     world: &'w W,
     cfg: &Config,
     route: &Route,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Vec<Attached<'w>> {
     let mut attached: Vec<Attached> = route
         .parent_refs
@@ -188,7 +188,7 @@ fn claims_of_written_names(
     requested: &Requested,
     attached: &[Attached],
     claims: &mut Vec<Claim>,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) {
     let mut matched_any = false;
     let mut outside = Vec::new();
@@ -260,7 +260,7 @@ fn inherited_claims(
     cfg: &Config,
     attached: &[Attached],
     claims: &mut Vec<Claim>,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) {
     for parent in attached {
         for listener in &parent.listeners {
@@ -292,7 +292,7 @@ fn inherited_claims(
 
 /// `GatewayHasNoAddress` for each parent, of a route with claims, whose Gateway has no address:
 /// kept ones in their grace, or none at all (ARCHITECTURE.md, "Address-loss grace").
-fn address_findings(cfg: &Config, attached: &[Attached], findings: &mut Vec<Finding>) {
+fn address_findings(cfg: &Config, attached: &[Attached], findings: &mut Vec<RawFinding>) {
     for parent in attached {
         if let Some(kept) = parent.origin.kept {
             findings.push(finding(
@@ -334,7 +334,7 @@ fn address_findings(cfg: &Config, attached: &[Attached], findings: &mut Vec<Find
 /// name and has one target. A claim whose targets break them gets `CnameNotAllowed`; it is kept
 /// (its addresses, or its first hostname, are published) unless its CNAME would sit at a zone
 /// apex, where nothing of it can be.
-fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<Finding>) -> bool {
+fn cname_allowed(cfg: &Config, claim: &Claim, findings: &mut Vec<RawFinding>) -> bool {
     let targets = &claim.origin.targets;
     let hostnames: Vec<&str> = targets
         .iter()
@@ -389,7 +389,7 @@ fn route_target_override<W: World>(
     world: &W,
     cfg: &Config,
     route: &Route,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) -> Option<Arc<[Address]>> {
     let targets = target_override(cfg, &route.meta.annotations).filter(|t| !t.is_empty())?;
     let labels = world
@@ -411,7 +411,7 @@ fn route_target_override<W: World>(
 }
 
 /// `TooManyHostnames` or `TooManyParentRefs` when the route is over a cap.
-fn size_finding(cfg: &Config, route: &Route) -> Option<Finding> {
+fn size_finding(cfg: &Config, route: &Route) -> Option<RawFinding> {
     let parent_refs = route.parent_refs.len();
     if parent_refs > cfg.max_route_parent_refs {
         return Some(finding(

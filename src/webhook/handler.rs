@@ -8,7 +8,7 @@ use super::review::{
     AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, ReviewObject, Verdict,
 };
 use crate::engine::admission::{self, Decision, WhatIf, denial_message, denies};
-use crate::engine::{Action, Violation, World};
+use crate::engine::{Action, Finding, World};
 use crate::index::Index;
 use crate::metrics::{EvaluationErrorKind, Metrics};
 use crate::model::{DecodeError, Object, ObjectKind, Route};
@@ -95,7 +95,7 @@ pub fn verdict(decision: Decision) -> Verdict {
     if decision.allowed {
         return Verdict::allow_with_warnings(decision.warnings);
     }
-    let denials: Vec<Violation> = decision.findings.into_iter().filter(denies).collect();
+    let denials: Vec<Finding> = decision.findings.into_iter().filter(denies).collect();
     let message = denial_message(denials.iter());
     let causes = denials
         .into_iter()

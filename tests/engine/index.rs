@@ -404,7 +404,7 @@ fn incumbent_world() -> Snapshot {
 /// The newcomer's conflicts, as the webhook computes them: the route evaluated against the
 /// cluster as it is, then compared with the incumbents' claims. The same answer must come from a
 /// snapshot that already holds the route (the sync loop's view of an applied object).
-fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Violation> {
+fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Finding> {
     let Object::Route(route) = decode(&newcomer) else {
         panic!("not a route: {newcomer}");
     };

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use gateway_dns::engine::admission::{Decision, decide};
-use gateway_dns::engine::ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
+use gateway_dns::engine::hostname_ownership::{
+    ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION,
+};
 use gateway_dns::engine::settle::settle_all;
 use gateway_dns::engine::{Action, Config, HostnameOwnership, Outcome, Reason};
 use gateway_dns::index::Index;
