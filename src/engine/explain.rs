@@ -13,7 +13,7 @@ use super::settle::{Record, contest, resolve, settle_name};
 use super::world::{RouteEntry, World};
 use super::{Action, Finding};
 use crate::model::dns_name::{HostnameError, parse_hostname};
-use crate::model::{ObjectKey, ObjectKind, Route};
+use crate::model::{ObjectKey, ObjectKind, Route, format_rfc3339};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
@@ -395,7 +395,7 @@ pub fn explain_route<W: World>(
     all_findings.dedup();
     Ok(RouteExplanation {
         route: route_ref(route),
-        created: route.meta.created.get().and_then(rfc3339),
+        created: route.meta.created.get().and_then(format_rfc3339),
         in_scope: entry.eval.in_scope,
         ttl: entry.eval.ttl,
         parents,
@@ -501,7 +501,7 @@ fn deciding_text(key: PrecedenceKey, winner: &Claimant, loser: &Claimant) -> Str
             .meta
             .created
             .get()
-            .and_then(rfc3339)
+            .and_then(format_rfc3339)
             .unwrap_or_else(|| "no creationTimestamp".to_owned())
     };
     match key {
@@ -640,7 +640,7 @@ fn route_on_name<W: World>(
     };
     RouteOnName {
         route: this,
-        created: route.meta.created.get().and_then(rfc3339),
+        created: route.meta.created.get().and_then(format_rfc3339),
         in_scope: entry.eval.in_scope,
         fate,
         why,
@@ -736,23 +736,4 @@ fn covering_wildcards<W: World>(world: &W, name: &str) -> Vec<WildcardCover> {
         rest = parent;
     }
     out
-}
-
-pub use crate::model::format_rfc3339 as rfc3339;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_read_as_kubernetes_writes_them() {
-        assert_eq!(
-            rfc3339(1_704_067_200).as_deref(),
-            Some("2024-01-01T00:00:00Z")
-        );
-        assert_eq!(
-            rfc3339(1_768_208_400).as_deref(),
-            Some("2026-01-12T09:00:00Z")
-        );
-    }
 }

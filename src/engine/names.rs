@@ -10,12 +10,11 @@ use super::attach::{
     Attached, attach_parent, field_index, finding, parse_ttl, route_in_scope, sorted_targets,
     target_override,
 };
-use super::grace::rfc3339;
 use super::hostname::{intersect, is_wildcard};
 use super::world::{Claim, NameSource, Origin, RawFinding, RouteEval, World};
 use super::{Config, Reason, concat};
 use crate::model::dns_name::parse_hostname;
-use crate::model::{Address, Name, Route};
+use crate::model::{Address, Name, Route, format_rfc3339};
 
 /// Requested hostnames (spec and annotation), validated.
 pub(super) struct Requested<'r> {
@@ -293,6 +292,8 @@ fn inherited_claims(
 /// `GatewayHasNoAddress` for each parent, of a route with claims, whose Gateway has no address:
 /// kept ones in their grace, or none at all (ARCHITECTURE.md, "Address-loss grace").
 fn address_findings(cfg: &Config, attached: &[Attached], findings: &mut Vec<RawFinding>) {
+    // A time RFC 3339 cannot write (never one a clock gives) shows as Unix seconds.
+    let rfc3339 = |at: i64| format_rfc3339(at).unwrap_or_else(|| format!("@{at}"));
     for parent in attached {
         if let Some(kept) = parent.origin.kept {
             findings.push(finding(
