@@ -120,7 +120,7 @@ fn engine_workload() -> Workload {
     let routes = routes();
     let index = gateway_dns::index::Index::new();
     index.replace_all(synthetic::cluster(routes));
-    let handler = gateway_dns::webhook::decide::EngineHandler::new(
+    let handler = gateway_dns::webhook::handler::EngineHandler::new(
         index,
         Arc::new(gateway_dns::metrics::Metrics::new()),
     );

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
 use gateway_dns::engine::World;
-use gateway_dns::engine::attach::evaluate_route;
+use gateway_dns::engine::names::evaluate_route;
 use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::Object;

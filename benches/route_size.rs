@@ -5,7 +5,7 @@
 //!
 //! `cargo bench --bench route_size`. Two series on Gateways of 64 listeners each, with the
 //! size caps lifted: hostnames 1,250 → 20,000 on 4 Gateways, then parentRefs 4 → 64 with 2,000
-//! hostnames. Each point is the webhook's work for a CREATE of the route (`route_violations`:
+//! hostnames. Each point is the webhook's work for a CREATE of the route (`route_findings`:
 //! evaluation plus conflicts against the index) and applying it to the live index (start-up's
 //! work), the best of a few runs. Prints figures; asserts nothing about speed.
 
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gateway_dns::engine::Config;
+use gateway_dns::engine::admission::route_findings;
 use gateway_dns::index::Index;
-use gateway_dns::webhook::decide::route_violations;
 
 #[allow(dead_code)]
 #[path = "../tests/support/big_route.rs"]
@@ -74,7 +74,7 @@ fn point(hostnames: usize, gateways: usize) -> Point {
         let index = Index::with_config(Arc::new(cfg.clone()));
         index.replace_all(big_route::gateways(gateways, LISTENERS));
         let (review, review_peak) =
-            measure(|| index.read(|snapshot| route_violations(snapshot, &route).len()));
+            measure(|| index.read(|snapshot| route_findings(snapshot, &route).len()));
         let (apply, apply_peak) =
             measure(|| index.apply(gateway_dns::model::Object::Route(route.clone())));
         best.claims = index.read(|snapshot| {

@@ -6,14 +6,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::engine::settle::Outcome;
-use crate::engine::{Reason, Violation};
+use crate::engine::{Finding, Reason};
 use crate::index::Index;
 use crate::metrics::Metrics;
 
 /// What was last reported; `None` before the first report (start-up logs every finding).
 pub struct FindingsReport {
     metrics: Arc<Metrics>,
-    reported: Option<BTreeSet<Violation>>,
+    reported: Option<BTreeSet<Finding>>,
 }
 
 /// The counts of the summary line.
@@ -68,7 +68,7 @@ impl FindingsReport {
     /// Logs what changed since the last report (everything, the first time) and sets the
     /// gauges. Returns whether the findings changed.
     pub fn report(&mut self, outcome: &Outcome) -> bool {
-        let current: BTreeSet<Violation> = outcome.violations.iter().cloned().collect();
+        let current: BTreeSet<Finding> = outcome.violations.iter().cloned().collect();
         let first = self.reported.is_none();
         let previous = self.reported.take().unwrap_or_default();
         let changed = first || previous != current;
@@ -112,8 +112,8 @@ mod tests {
     use crate::engine::settle::Record;
     use crate::model::RecordType;
 
-    fn finding(reason: Reason, object: &str) -> Violation {
-        Violation {
+    fn finding(reason: Reason, object: &str) -> Finding {
+        Finding {
             object: object.to_string(),
             reason,
             action: Action::Deny,

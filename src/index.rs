@@ -13,6 +13,7 @@ use imbl::{OrdMap, OrdSet};
 use tokio::sync::watch;
 use triomphe::ThinArc;
 
+use crate::engine::admission::WhatIf;
 use crate::engine::attach::origin_of;
 use crate::engine::grace::{AddressLoss, address_loss};
 use crate::engine::settle::{Outcome, settle_all};
@@ -197,6 +198,16 @@ impl World for Snapshot {
         self.claims
             .iter()
             .map(|(name, ids)| (&**name, ids.as_slice()))
+    }
+}
+
+impl WhatIf for Snapshot {
+    fn with_applied(&self, object: Object) -> Snapshot {
+        Snapshot::with_applied(self, object)
+    }
+
+    fn affected_routes(&self, key: &ObjectKey) -> Vec<RouteId> {
+        Snapshot::affected_routes(self, key)
     }
 }
 

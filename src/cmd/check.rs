@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
 use crate::cli::{CheckArgs, FailOn, OutputFormat};
 use crate::engine::settle::settle_all;
-use crate::engine::{Action, Config, Record, Violation};
+use crate::engine::{Action, Config, Finding, Record};
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind};
 use crate::source::files::{self, Loaded, Place, Skipped};
@@ -83,7 +83,7 @@ fn read_live_objects(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<Object>
 /// A finding and where its object (and field, when written down) is in the files.
 #[derive(Debug, Clone)]
 pub struct Located {
-    pub violation: Violation,
+    pub violation: Finding,
     pub place: Option<Place>,
     pub field_line: Option<usize>,
 }

@@ -6,16 +6,14 @@
 
 use serde::Serialize;
 
-use super::attach::{ParentVerdict, parent_verdicts, requested_names};
+use super::claimants::{Claimant, PrecedenceKey, claimants, precedence_deciding, route_ref};
+use super::explain_parents::{ParentResolution, parent_resolutions, requested_names};
 use super::hostname::intersect;
-use super::settle::{
-    Claimant, PrecedenceKey, Record, claimants, contest, precedence_deciding, route_ref,
-    settle_name, violation,
-};
+use super::settle::{Record, contest, resolve, settle_name};
 use super::world::{RouteEntry, World};
-use super::{Action, Violation};
+use super::{Action, Finding};
 use crate::model::dns_name::{HostnameError, parse_hostname};
-use crate::model::{ObjectKey, ObjectKind, Route};
+use crate::model::{ObjectKey, ObjectKind, Route, format_rfc3339};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
@@ -62,8 +60,8 @@ pub struct ExplainedFinding {
     pub message: String,
 }
 
-impl From<Violation> for ExplainedFinding {
-    fn from(v: Violation) -> ExplainedFinding {
+impl From<Finding> for ExplainedFinding {
+    fn from(v: Finding) -> ExplainedFinding {
         ExplainedFinding {
             reason: v.reason.as_str().to_owned(),
             action: v.action.as_str().to_owned(),
@@ -380,7 +378,7 @@ pub fn explain_route<W: World>(
             .eval
             .findings
             .iter()
-            .map(|f| violation(world, route, f).into()),
+            .map(|f| resolve(world, route, f).into()),
     );
     // By field first, as a person reads the route; every field in the key, so equal findings
     // are neighbours and go once.
@@ -397,7 +395,7 @@ pub fn explain_route<W: World>(
     all_findings.dedup();
     Ok(RouteExplanation {
         route: route_ref(route),
-        created: route.meta.created.get().and_then(rfc3339),
+        created: route.meta.created.get().and_then(format_rfc3339),
         in_scope: entry.eval.in_scope,
         ttl: entry.eval.ttl,
         parents,
@@ -503,7 +501,7 @@ fn deciding_text(key: PrecedenceKey, winner: &Claimant, loser: &Claimant) -> Str
             .meta
             .created
             .get()
-            .and_then(rfc3339)
+            .and_then(format_rfc3339)
             .unwrap_or_else(|| "no creationTimestamp".to_owned())
     };
     match key {
@@ -540,7 +538,7 @@ fn deciding_text(key: PrecedenceKey, winner: &Claimant, loser: &Claimant) -> Str
 /// exactly as `check` and the sync loop get them, and every claim on it with how it fared.
 struct SettledName {
     records: Vec<Record>,
-    findings: Vec<Violation>,
+    findings: Vec<Finding>,
     claims: Vec<(String, ClaimView)>,
 }
 
@@ -585,7 +583,7 @@ fn route_on_name<W: World>(
         .eval
         .findings
         .iter()
-        .map(|f| ExplainedFinding::from(violation(world, route, f)))
+        .map(|f| ExplainedFinding::from(resolve(world, route, f)))
         .collect();
     let mut findings: Vec<ExplainedFinding> = conflicts
         .iter()
@@ -642,7 +640,7 @@ fn route_on_name<W: World>(
     };
     RouteOnName {
         route: this,
-        created: route.meta.created.get().and_then(rfc3339),
+        created: route.meta.created.get().and_then(format_rfc3339),
         in_scope: entry.eval.in_scope,
         fate,
         why,
@@ -669,34 +667,34 @@ fn narrowed_to(parents: &[ParentView], name: &str) -> Vec<String> {
 }
 
 fn parent_views<W: World>(world: &W, route: &Route) -> Vec<ParentView> {
-    let findings: Vec<Violation> = world
+    let findings: Vec<Finding> = world
         .route(&route.meta.key)
         .map(|entry| {
             entry
                 .eval
                 .findings
                 .iter()
-                .map(|f| violation(world, route, f))
+                .map(|f| resolve(world, route, f))
                 .collect()
         })
         .unwrap_or_default();
-    parent_verdicts(world, world.config(), route)
+    parent_resolutions(world, world.config(), route)
         .into_iter()
-        .map(|verdict: ParentVerdict| {
-            let field = format!("spec.parentRefs[{}]", verdict.index);
-            let origin = verdict.origin.as_deref();
+        .map(|resolution: ParentResolution| {
+            let field = format!("spec.parentRefs[{}]", resolution.index);
+            let origin = resolution.origin.as_deref();
             ParentView {
-                index: verdict.index,
-                parent: verdict.parent,
-                section_name: verdict.section_name,
-                port: verdict.port,
+                index: resolution.index,
+                parent: resolution.parent,
+                section_name: resolution.section_name,
+                port: resolution.port,
                 attached: origin.is_some(),
                 gateway: origin.map(|o| o.gateway.to_string()),
                 listener_set: origin.and_then(|o| o.listener_set.as_deref().map(str::to_owned)),
                 targets: origin
                     .map(|o| o.targets.iter().map(ToString::to_string).collect())
                     .unwrap_or_default(),
-                listeners: verdict
+                listeners: resolution
                     .listeners
                     .into_iter()
                     .map(|l| ListenerView {
@@ -738,23 +736,4 @@ fn covering_wildcards<W: World>(world: &W, name: &str) -> Vec<WildcardCover> {
         rest = parent;
     }
     out
-}
-
-pub use crate::model::format_rfc3339 as rfc3339;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_read_as_kubernetes_writes_them() {
-        assert_eq!(
-            rfc3339(1_704_067_200).as_deref(),
-            Some("2024-01-01T00:00:00Z")
-        );
-        assert_eq!(
-            rfc3339(1_768_208_400).as_deref(),
-            Some("2026-01-12T09:00:00Z")
-        );
-    }
 }

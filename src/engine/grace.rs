@@ -61,19 +61,3 @@ pub fn address_loss(
         since: now,
     })
 }
-
-/// `2026-12-04T09:00:00Z` for Unix seconds `at` (finding messages name when the grace ends).
-pub fn rfc3339(at: i64) -> String {
-    crate::model::format_rfc3339(at).unwrap_or_else(|| format!("@{at}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_read_as_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
-    }
-}

@@ -44,6 +44,25 @@ fn intersect_set<'a>(l: &'a str, r: &'a str) -> Option<&'a str> {
     }
 }
 
+/// The names a route gets on a listener with hostname `listener`: each of the route's
+/// hostnames (`written`) met with it, or, when the route wrote none (`None`), the listener's own
+/// hostname; sorted, each once.
+pub fn names_on_listener<'a>(
+    listener: Option<&'a str>,
+    written: Option<impl Iterator<Item = &'a str>>,
+) -> Vec<String> {
+    let mut names: Vec<String> = match written {
+        Some(hostnames) => hostnames
+            .filter_map(|h| intersect(listener, Some(h)).flatten())
+            .map(str::to_owned)
+            .collect(),
+        None => listener.iter().map(|h| (*h).to_owned()).collect(),
+    };
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Does `pattern` (exact or wildcard) match the concrete DNS name `name`?
 pub fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_prefix("*.") {

@@ -1,13 +1,17 @@
 //! The rule engine: pure, synchronous, no IO. Hostnames, attachment, names, records, conflicts and
-//! violations (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
+//! findings (ARCHITECTURE.md, "The rules"). The webhook, the sync loop and `check` all call it,
 //! over a [`World`] they provide.
 
+pub mod admission;
 pub mod attach;
 pub mod cidr;
+pub mod claimants;
 pub mod explain;
+pub mod explain_parents;
 pub mod grace;
 pub mod hostname;
-pub mod ownership;
+pub mod hostname_ownership;
+pub mod names;
 pub mod selector;
 pub mod settle;
 mod world;
@@ -20,11 +24,11 @@ use std::time::Duration;
 
 use crate::model::{LabelSelector, Route, StringMap};
 
-pub use attach::evaluate_route;
-pub use ownership::HostnameOwnership;
+pub use hostname_ownership::HostnameOwnership;
+pub use names::evaluate_route;
 pub use settle::{Outcome, Record};
 pub use world::{
-    Claim, Finding, KeptAddresses, NameSource, Origin, RouteEntry, RouteEval, RouteId, World,
+    Claim, KeptAddresses, NameSource, Origin, RawFinding, RouteEntry, RouteEval, RouteId, World,
 };
 
 /// external-dns's default annotation prefix (its `--annotation-prefix`); `--annotation-prefix`
@@ -84,85 +88,63 @@ pub enum ConfigError {
     Cidr(#[from] cidr::BadCidr),
 }
 
-/// Stable violation reasons (ARCHITECTURE.md, "Violations").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reason {
-    HostnameConflict,
-    NoMatchingListenerHostname,
-    HostnameOutsideListener,
-    InvalidHostname,
-    NotAllowedByListeners,
-    NoMatchingParent,
-    ParentNotFound,
-    NoParentRefs,
-    GatewayHasNoAddress,
-    InheritedWildcardHostname,
-    TooManyHostnames,
-    TooManyParentRefs,
-    HostnameOwnedByOtherNamespace,
-    HostnameNotAllowedForNamespace,
-    RouteTargetNotAllowed,
-    CnameNotAllowed,
-    TtlConflict,
+/// The one table of reasons: each row is a reason and its default action. The enum, its order
+/// (which sorts findings and the metrics' series), `Reason::ALL`, the names and the list an
+/// unknown name is told all come from it.
+macro_rules! reasons {
+    ($($reason:ident => $action:ident,)+) => {
+        /// Stable finding reasons (ARCHITECTURE.md, "Findings").
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Reason {
+            $($reason,)+
+        }
+
+        impl Reason {
+            pub const ALL: [Reason; [$(stringify!($reason)),+].len()] = [$(Reason::$reason,)+];
+
+            /// Every reason's name, comma-separated, in table order.
+            const NAMES: &'static str = concat_names!($($reason),+);
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$reason => stringify!($reason),)+
+                }
+            }
+
+            pub fn default_action(self) -> Action {
+                match self {
+                    $(Reason::$reason => Action::$action,)+
+                }
+            }
+        }
+    };
 }
 
-impl Reason {
-    pub const ALL: [Reason; 17] = [
-        Reason::HostnameConflict,
-        Reason::NoMatchingListenerHostname,
-        Reason::HostnameOutsideListener,
-        Reason::InvalidHostname,
-        Reason::NotAllowedByListeners,
-        Reason::NoMatchingParent,
-        Reason::ParentNotFound,
-        Reason::NoParentRefs,
-        Reason::GatewayHasNoAddress,
-        Reason::InheritedWildcardHostname,
-        Reason::TooManyHostnames,
-        Reason::TooManyParentRefs,
-        Reason::HostnameOwnedByOtherNamespace,
-        Reason::HostnameNotAllowedForNamespace,
-        Reason::RouteTargetNotAllowed,
-        Reason::CnameNotAllowed,
-        Reason::TtlConflict,
-    ];
+/// `A, B, C` from the identifiers `A`, `B`, `C`.
+macro_rules! concat_names {
+    ($first:ident $(, $rest:ident)*) => {
+        concat!(stringify!($first) $(, ", ", stringify!($rest))*)
+    };
+}
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::HostnameConflict => "HostnameConflict",
-            Reason::NoMatchingListenerHostname => "NoMatchingListenerHostname",
-            Reason::HostnameOutsideListener => "HostnameOutsideListener",
-            Reason::InvalidHostname => "InvalidHostname",
-            Reason::NotAllowedByListeners => "NotAllowedByListeners",
-            Reason::NoMatchingParent => "NoMatchingParent",
-            Reason::ParentNotFound => "ParentNotFound",
-            Reason::NoParentRefs => "NoParentRefs",
-            Reason::GatewayHasNoAddress => "GatewayHasNoAddress",
-            Reason::InheritedWildcardHostname => "InheritedWildcardHostname",
-            Reason::TooManyHostnames => "TooManyHostnames",
-            Reason::TooManyParentRefs => "TooManyParentRefs",
-            Reason::RouteTargetNotAllowed => "RouteTargetNotAllowed",
-            Reason::CnameNotAllowed => "CnameNotAllowed",
-            Reason::TtlConflict => "TtlConflict",
-            Reason::HostnameOwnedByOtherNamespace => "HostnameOwnedByOtherNamespace",
-            Reason::HostnameNotAllowedForNamespace => "HostnameNotAllowedForNamespace",
-        }
-    }
-
-    pub fn default_action(self) -> Action {
-        match self {
-            Reason::HostnameConflict
-            | Reason::NoMatchingListenerHostname
-            | Reason::InvalidHostname
-            | Reason::NotAllowedByListeners
-            | Reason::TooManyHostnames
-            | Reason::TooManyParentRefs
-            | Reason::HostnameOwnedByOtherNamespace
-            | Reason::HostnameNotAllowedForNamespace
-            | Reason::RouteTargetNotAllowed => Action::Deny,
-            _ => Action::Warn,
-        }
-    }
+reasons! {
+    HostnameConflict => Deny,
+    NoMatchingListenerHostname => Deny,
+    HostnameOutsideListener => Warn,
+    InvalidHostname => Deny,
+    NotAllowedByListeners => Deny,
+    NoMatchingParent => Warn,
+    ParentNotFound => Warn,
+    NoParentRefs => Warn,
+    GatewayHasNoAddress => Warn,
+    InheritedWildcardHostname => Warn,
+    TooManyHostnames => Deny,
+    TooManyParentRefs => Deny,
+    HostnameOwnedByOtherNamespace => Deny,
+    HostnameNotAllowedForNamespace => Deny,
+    RouteTargetNotAllowed => Deny,
+    CnameNotAllowed => Warn,
+    TtlConflict => Warn,
 }
 
 impl fmt::Display for Reason {
@@ -180,7 +162,7 @@ impl FromStr for Reason {
             .ok_or_else(|| ConfigError::UnknownValue {
                 what: "reason",
                 value: s.to_owned(),
-                expected: "HostnameConflict, NoMatchingListenerHostname, HostnameOutsideListener, InvalidHostname, NotAllowedByListeners, NoMatchingParent, ParentNotFound, NoParentRefs, GatewayHasNoAddress, InheritedWildcardHostname, TooManyHostnames, TooManyParentRefs, HostnameOwnedByOtherNamespace, HostnameNotAllowedForNamespace, RouteTargetNotAllowed, CnameNotAllowed, TtlConflict",
+                expected: Reason::NAMES,
             })
     }
 }
@@ -505,7 +487,7 @@ impl Config {
 
 /// A finding with its action resolved, attributed to an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Violation {
+pub struct Finding {
     /// `Kind/namespace/name` of the object the finding is about.
     pub object: String,
     pub reason: Reason,
@@ -519,6 +501,20 @@ pub struct Violation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reason_table_reads_back() {
+        let names: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(Reason::NAMES, names.join(", "));
+        for reason in Reason::ALL {
+            assert_eq!(reason.as_str().parse::<Reason>(), Ok(reason));
+        }
+        let denying: Vec<Reason> = Reason::ALL
+            .into_iter()
+            .filter(|r| r.default_action() == Action::Deny)
+            .collect();
+        assert_eq!(denying.len(), 9);
+    }
 
     #[test]
     fn decimals_and_concatenation_match_format() {

@@ -1,14 +1,14 @@
-//! Records and conflicts: settles every claimed name into DNS records and violations, over any
+//! Records and conflicts: settles every claimed name into DNS records and findings, over any
 //! [`World`]. ("Plan" is kept for the DNS changes the sync loop makes.)
 
-use std::cmp::Ordering;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::ownership;
-use super::world::{Claim, Finding, RouteEval, RouteId, World};
-use super::{Action, Config, ConflictResolution, Reason, Violation, concat};
+use super::claimants::{Claimant, claimants_among, precedence, route_ref};
+use super::hostname_ownership;
+use super::world::{RawFinding, RouteEval, RouteId, World};
+use super::{Action, Config, ConflictResolution, Finding, Reason, concat};
 use crate::model::{Address, RecordType, Route};
 
 /// One DNS record set gateway-dns wants published (the `check` JSON shape).
@@ -34,147 +34,13 @@ pub struct Outcome {
     /// Sorted by (dnsName, recordType).
     pub records: Vec<Record>,
     /// Sorted by object, then reason; `ignore` actions are left out.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<Finding>,
 }
 
 impl Outcome {
     pub fn denies(&self) -> bool {
         self.violations.iter().any(|v| v.action == Action::Deny)
     }
-}
-
-/// One route's claim on a name.
-#[derive(Clone, Copy)]
-pub struct Claimant<'a> {
-    pub route: &'a Route,
-    pub claim: &'a Claim,
-    /// The route's `ttl` annotation, else its Gateway's or ListenerSet's.
-    pub ttl: Option<u32>,
-}
-
-impl Claimant<'_> {
-    pub fn route_ref(&self) -> String {
-        route_ref(self.route)
-    }
-}
-
-/// `Kind/namespace/name`; built by hand, as every finding of every review names its route.
-pub fn route_ref(route: &Route) -> String {
-    let (kind, namespace, name) = (
-        route.kind().kind(),
-        route.meta.namespace(),
-        route.meta.name(),
-    );
-    let mut out = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
-    out.push_str(kind);
-    out.push('/');
-    out.push_str(namespace);
-    out.push('/');
-    out.push_str(name);
-    out
-}
-
-/// Oldest route first (creationTimestamp; objects without one count as newest), then
-/// namespace/name, then Gateway namespace/name: a total order, so a result never flaps.
-pub fn precedence(a: &Claimant, b: &Claimant) -> Ordering {
-    precedence_deciding(a, b).0
-}
-
-/// The key of [`precedence`] that orders two claims (the first that differs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum PrecedenceKey {
-    /// The older route comes first (a route without a creationTimestamp counts as newest).
-    CreationTimestamp,
-    Namespace,
-    Name,
-    Kind,
-    Gateway,
-    ListenerSet,
-    /// The two claims are the same.
-    Equal,
-}
-
-impl PrecedenceKey {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PrecedenceKey::CreationTimestamp => "creationTimestamp",
-            PrecedenceKey::Namespace => "namespace",
-            PrecedenceKey::Name => "name",
-            PrecedenceKey::Kind => "kind",
-            PrecedenceKey::Gateway => "gateway",
-            PrecedenceKey::ListenerSet => "listenerSet",
-            PrecedenceKey::Equal => "equal",
-        }
-    }
-}
-
-/// [`precedence`] with the key that decided it, so an explanation names the very comparison
-/// the sync loop makes.
-pub fn precedence_deciding(a: &Claimant, b: &Claimant) -> (Ordering, PrecedenceKey) {
-    let created = |c: &Claimant| {
-        let created = c.route.meta.created.get();
-        (created.is_none(), created)
-    };
-    // Compared lazily, key by key: the webhook sorts incumbents on every review.
-    let decided = |order: Ordering, key| order.is_ne().then_some((order, key));
-    decided(
-        created(a).cmp(&created(b)),
-        PrecedenceKey::CreationTimestamp,
-    )
-    .or_else(|| {
-        decided(
-            a.route.meta.namespace().cmp(b.route.meta.namespace()),
-            PrecedenceKey::Namespace,
-        )
-    })
-    .or_else(|| {
-        decided(
-            a.route.meta.name().cmp(b.route.meta.name()),
-            PrecedenceKey::Name,
-        )
-    })
-    .or_else(|| decided(a.route.kind().cmp(&b.route.kind()), PrecedenceKey::Kind))
-    .or_else(|| {
-        decided(
-            a.claim.origin.gateway.cmp(&b.claim.origin.gateway),
-            PrecedenceKey::Gateway,
-        )
-    })
-    .or_else(|| {
-        decided(
-            a.claim
-                .origin
-                .listener_set
-                .cmp(&b.claim.origin.listener_set),
-            PrecedenceKey::ListenerSet,
-        )
-    })
-    .unwrap_or((Ordering::Equal, PrecedenceKey::Equal))
-}
-
-/// Every claim on `name`, in precedence order.
-pub fn claimants<'a, W: World>(world: &'a W, name: &str) -> Vec<Claimant<'a>> {
-    claimants_among(world, name, world.claimants(name))
-}
-
-fn claimants_among<'a, W: World>(world: &'a W, name: &str, ids: &[RouteId]) -> Vec<Claimant<'a>> {
-    let mut out = Vec::new();
-    for id in ids {
-        if let Some(entry) = world.route(id) {
-            for claim in entry.eval.claims_on(name) {
-                out.push(Claimant {
-                    route: &entry.route,
-                    claim,
-                    ttl: entry.eval.ttl.or(claim.origin.ttl),
-                });
-            }
-        }
-    }
-    if out.len() > 1 {
-        out.sort_by(precedence);
-    }
-    out
 }
 
 /// The outcome for one name.
@@ -371,8 +237,8 @@ pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
 }
 
 /// Resolves a finding's action for a route (mode from its Namespace label, then `--action`).
-pub fn violation<W: World>(world: &W, route: &Route, finding: &Finding) -> Violation {
-    violation_parts(
+pub fn resolve<W: World>(world: &W, route: &Route, finding: &RawFinding) -> Finding {
+    route_finding(
         world,
         route,
         finding.reason,
@@ -382,9 +248,9 @@ pub fn violation<W: World>(world: &W, route: &Route, finding: &Finding) -> Viola
     )
 }
 
-/// [`violation`] for a finding that is no longer needed: its strings move, not copied.
-pub fn into_violation<W: World>(world: &W, route: &Route, finding: Finding) -> Violation {
-    violation_parts(
+/// [`resolve`] for a finding that is no longer needed: its strings move, not copied.
+pub fn resolve_owned<W: World>(world: &W, route: &Route, finding: RawFinding) -> Finding {
+    route_finding(
         world,
         route,
         finding.reason,
@@ -394,21 +260,21 @@ pub fn into_violation<W: World>(world: &W, route: &Route, finding: Finding) -> V
     )
 }
 
-pub fn violation_parts<W: World>(
+pub fn route_finding<W: World>(
     world: &W,
     route: &Route,
     reason: Reason,
     hostname: Option<String>,
     field: String,
     message: String,
-) -> Violation {
+) -> Finding {
     let cfg = world.config();
     let mode = cfg.mode_for(
         world
             .namespace(route.meta.namespace())
             .map(|ns| &ns.meta.labels),
     );
-    Violation {
+    Finding {
         object: route_ref(route),
         reason,
         action: cfg.action_for(reason, mode),
@@ -418,8 +284,8 @@ pub fn violation_parts<W: World>(
     }
 }
 
-/// Settles one name: its records and the conflict violations of the claims that lose it.
-pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Violation>) {
+/// Settles one name: its records and the conflict findings of the claims that lose it.
+pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Finding>) {
     settle_claimed_name(world, name, world.claimants(name))
 }
 
@@ -432,7 +298,7 @@ pub fn contest<'a, W: World>(
     name: &'a str,
     mut claims: Vec<Claimant<'a>>,
 ) -> (Settlement<'a>, Vec<(Claimant<'a>, String)>) {
-    let taken = ownership::take_from_other_namespaces(world, name, &mut claims);
+    let taken = hostname_ownership::take_from_other_namespaces(world, name, &mut claims);
     (settle(world.config(), name, claims), taken)
 }
 
@@ -440,12 +306,12 @@ fn settle_claimed_name<W: World>(
     world: &W,
     name: &str,
     ids: &[RouteId],
-) -> (Vec<Record>, Vec<Violation>) {
+) -> (Vec<Record>, Vec<Finding>) {
     let cfg = world.config();
     let (settlement, taken) = contest(world, name, claimants_among(world, name, ids));
     let records = records_for(cfg, &settlement);
-    let mut violations = shared_cname_violations(world, &settlement, &records);
-    violations.extend(ttl_violations(world, &settlement));
+    let mut violations = shared_cname_findings(world, &settlement, &records);
+    violations.extend(ttl_findings(world, &settlement));
     let losers = settlement
         .losers
         .into_iter()
@@ -454,7 +320,7 @@ fn settle_claimed_name<W: World>(
         .into_iter()
         .map(|(c, message)| (Reason::HostnameOwnedByOtherNamespace, c, message));
     violations.extend(losers.chain(taken).map(|(reason, c, message)| {
-        violation_parts(
+        route_finding(
             world,
             c.route,
             reason,
@@ -468,7 +334,7 @@ fn settle_claimed_name<W: World>(
 
 /// `TtlConflict` for each claim on a settled name whose TTL is not the one published (the
 /// lowest of those set).
-fn ttl_violations<W: World>(world: &W, settlement: &Settlement) -> Vec<Violation> {
+fn ttl_findings<W: World>(world: &W, settlement: &Settlement) -> Vec<Finding> {
     let Some(lowest) = settlement.winners.iter().filter_map(|c| c.ttl).min() else {
         return Vec::new();
     };
@@ -480,7 +346,7 @@ fn ttl_violations<W: World>(world: &W, settlement: &Settlement) -> Vec<Violation
         .iter()
         .filter(|c| c.ttl.is_some_and(|ttl| ttl != lowest))
         .map(|c| {
-            violation_parts(
+            route_finding(
                 world,
                 c.route,
                 Reason::TtlConflict,
@@ -517,11 +383,11 @@ fn ttl_message(name: &str, claim: &Claimant, holder: &Claimant, lowest: u32) -> 
 /// The CNAME rules over a shared name's union of targets (each claim alone was checked when its
 /// route was evaluated): a hostname beside addresses, or several hostnames, are `CnameNotAllowed`
 /// for the claims that bring a hostname.
-fn shared_cname_violations<W: World>(
+fn shared_cname_findings<W: World>(
     world: &W,
     settlement: &Settlement,
     records: &[Record],
-) -> Vec<Violation> {
+) -> Vec<Finding> {
     if settlement.winners.len() < 2 || !world.config().is_shared_name(settlement.name) {
         return Vec::new();
     }
@@ -570,7 +436,7 @@ fn shared_cname_violations<W: World>(
                 .any(|h| dropped.contains(&h.as_str()))
         })
         .map(|c| {
-            violation_parts(
+            route_finding(
                 world,
                 c.route,
                 Reason::CnameNotAllowed,
@@ -582,7 +448,7 @@ fn shared_cname_violations<W: World>(
         .collect()
 }
 
-/// Every record and every violation of a world.
+/// Every record and every finding of a world.
 pub fn settle_all<W: World>(world: &W) -> Outcome {
     let mut records = Vec::new();
     let mut violations = Vec::new();
@@ -597,14 +463,14 @@ pub fn settle_all<W: World>(world: &W) -> Outcome {
                 .eval
                 .findings
                 .iter()
-                .map(|f| violation(world, &entry.route, f)),
+                .map(|f| resolve(world, &entry.route, f)),
         );
     }
     finish(records, violations)
 }
 
-/// Sorts and filters records and violations into their stable output order.
-pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outcome {
+/// Sorts and filters records and findings into their stable output order.
+pub fn finish(mut records: Vec<Record>, mut violations: Vec<Finding>) -> Outcome {
     records.sort_by(|a, b| (&a.dns_name, a.record_type).cmp(&(&b.dns_name, b.record_type)));
     violations.retain(|v| v.action != Action::Ignore);
     violations.sort();
@@ -622,8 +488,8 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Violation>) -> Outco
 /// Conflicts of a route under review (the newcomer), and names it would take from the namespace
 /// that owns them, evaluated against a world that does not need to contain it: it never
 /// displaces an incumbent, whatever the ages. Claims by the route's
-/// own earlier version (same key) are not incumbents. One violation per (name, field) it would lose.
-pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Violation> {
+/// own earlier version (same key) are not incumbents. One finding per (name, field) it would lose.
+pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) -> Vec<Finding> {
     // The route's own earlier version (same key) is not an incumbent.
     let is_self = |id: &RouteId| {
         id.kind() == route.kind()
@@ -659,15 +525,16 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
         incumbents.sort_by(precedence);
         // Incumbents that lose the name to its owner namespace are no reference; a newcomer
         // outside the owner's namespaces is refused the name whatever it resolves to.
-        if let Some(owner) = ownership::owner_refusing(world, route, name, &mut incumbents) {
+        if let Some(owner) = hostname_ownership::owner_refusing(world, route, name, &mut incumbents)
+        {
             for claim in &own {
-                out.push(violation_parts(
+                out.push(route_finding(
                     world,
                     route,
                     Reason::HostnameOwnedByOtherNamespace,
                     Some(name.to_owned()),
                     claim.claim.source.field(world.config()),
-                    ownership::owned_message(name, &owner, route.meta.namespace()),
+                    hostname_ownership::owned_message(name, &owner, route.meta.namespace()),
                 ));
             }
             continue;
@@ -690,7 +557,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                 None => None,
             };
             if let Some(incumbent) = incumbent {
-                out.push(violation_parts(
+                out.push(route_finding(
                     world,
                     route,
                     Reason::HostnameConflict,
@@ -704,7 +571,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     .filter(|inc| inc.ttl.is_some_and(|ttl| ttl < mine))
                     .min_by_key(|inc| inc.ttl)
             {
-                out.push(violation_parts(
+                out.push(route_finding(
                     world,
                     route,
                     Reason::TtlConflict,

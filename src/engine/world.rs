@@ -132,7 +132,7 @@ pub struct Claim {
 
 /// A finding before its action is resolved.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Finding {
+pub struct RawFinding {
     pub reason: Reason,
     pub hostname: Option<Box<str>>,
     pub field: Box<str>,
@@ -145,7 +145,7 @@ pub struct RouteEval {
     /// Sorted by name; one entry per (name, distinct origin).
     pub claims: Box<[Claim]>,
     /// Findings intrinsic to the route (conflicts are found across routes, elsewhere).
-    pub findings: Box<[Finding]>,
+    pub findings: Box<[RawFinding]>,
     pub ttl: Option<u32>,
     /// False when the route is outside this installation's scope: it contributes nothing.
     pub in_scope: bool,
@@ -178,7 +178,7 @@ impl RouteEval {
             + self
                 .findings
                 .iter()
-                .map(|f| std::mem::size_of::<Finding>() + f.message.len() + f.field.len())
+                .map(|f| std::mem::size_of::<RawFinding>() + f.message.len() + f.field.len())
                 .sum::<usize>()
     }
 }

@@ -22,7 +22,7 @@ use super::{
     AppliedRecord, CONTROLLER, EventIntent, ObjectRef, POLICY, RecordRoutes, ReportContent,
     Summary, events_for, record_events, remember_routes, report_changes, reports_for,
 };
-use crate::engine::{Config, Outcome, Violation};
+use crate::engine::{Config, Finding, Outcome};
 use crate::model::ObjectKind;
 
 /// The label on every PolicyReport gateway-dns writes (found again by it after a restart).
@@ -60,7 +60,7 @@ pub struct ClusterFeedback {
     limiter: RateLimiter<ObjectRef>,
     series: SeriesCache<SeriesKey>,
     /// The findings Events were emitted for; None until the first update as the leader.
-    announced: Option<BTreeSet<Violation>>,
+    announced: Option<BTreeSet<Finding>>,
     /// The reports as last written (route → report name, results); None until read back from
     /// the cluster after becoming the leader.
     reports: Option<BTreeMap<ObjectRef, (String, ReportContent)>>,

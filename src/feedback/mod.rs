@@ -12,7 +12,7 @@ pub mod limit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::engine::{Action, Config, Mode, Outcome, Violation};
+use crate::engine::{Action, Config, Finding, Mode, Outcome};
 use crate::model::{ObjectKind, RecordType};
 
 /// `reportingController` of every Event, and the `source` and `policy` of every report result.
@@ -181,10 +181,7 @@ pub fn record_events(applied: &[AppliedRecord], known: &mut RecordRoutes) -> Vec
 /// The Events for findings that appeared since `previous` (every finding when there is no
 /// previous, e.g. when this replica became the leader): a finding that stays emits nothing
 /// again, whatever the number of resyncs. Findings on objects we cannot name are skipped.
-pub fn events_for(
-    previous: Option<&BTreeSet<Violation>>,
-    current: &[Violation],
-) -> Vec<EventIntent> {
+pub fn events_for(previous: Option<&BTreeSet<Finding>>, current: &[Finding]) -> Vec<EventIntent> {
     let mut intents: Vec<EventIntent> = current
         .iter()
         .filter(|v| previous.is_none_or(|previous| !previous.contains(*v)))
@@ -223,7 +220,7 @@ impl ReportResult {
     /// `fail` for a finding that denies, `warn` for one that warns. An audit finding reports
     /// what it would be outside audit mode (`--action` still applies), so the platform team's
     /// view does not depend on the mode a namespace is rolled out in.
-    pub fn of(cfg: &Config, violation: &Violation) -> ReportResult {
+    pub fn of(cfg: &Config, violation: &Finding) -> ReportResult {
         let action = match violation.action {
             Action::Audit => cfg.action_for(violation.reason, Mode::Enforce),
             action => action,
@@ -254,7 +251,7 @@ pub type ReportContent = Vec<ResultLine>;
 pub fn reports_for<'a>(
     cfg: &Config,
     routes: impl IntoIterator<Item = ObjectRef>,
-    violations: impl IntoIterator<Item = &'a Violation>,
+    violations: impl IntoIterator<Item = &'a Finding>,
 ) -> BTreeMap<ObjectRef, ReportContent> {
     let mut reports: BTreeMap<ObjectRef, ReportContent> = routes
         .into_iter()
@@ -342,8 +339,8 @@ mod tests {
     use super::*;
     use crate::engine::Reason;
 
-    fn violation(object: &str, reason: Reason, action: Action, message: &str) -> Violation {
-        Violation {
+    fn violation(object: &str, reason: Reason, action: Action, message: &str) -> Finding {
+        Finding {
             object: object.to_string(),
             reason,
             action,
@@ -408,7 +405,7 @@ mod tests {
                 note: "app.example.com is already served".to_string(),
             }]
         );
-        let seen: BTreeSet<Violation> = [conflict.clone()].into();
+        let seen: BTreeSet<Finding> = [conflict.clone()].into();
         // A resync with the same findings: nothing.
         assert!(events_for(Some(&seen), std::slice::from_ref(&conflict)).is_empty());
         // A new finding beside it: only the new one.

@@ -25,7 +25,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::engine::{Action, Reason, Violation};
+use crate::engine::{Action, Finding, Reason};
 
 /// Upper bounds (seconds) of the admission latency histogram buckets.
 const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
@@ -450,7 +450,7 @@ impl Metrics {
 
     /// Sets the findings gauges from the current findings (the engine's settled outcome): one
     /// series per reason and one per namespace that has had findings, at 0 once they are gone.
-    pub fn set_findings(&self, violations: &[Violation]) {
+    pub fn set_findings(&self, violations: &[Finding]) {
         let mut by_reason = [0i64; Reason::ALL.len()];
         let mut by_namespace: std::collections::BTreeMap<&str, i64> = Default::default();
         for violation in violations {

@@ -1173,4 +1173,21 @@ mod tests {
         assert_eq!(parse_rfc3339("2000-13-01T00:00:00Z"), None);
         assert_eq!(parse_rfc3339("yesterday"), None);
     }
+
+    #[test]
+    fn timestamps_written_as_kubernetes_writes_them() {
+        assert_eq!(format_rfc3339(0).as_deref(), Some("1970-01-01T00:00:00Z"));
+        assert_eq!(
+            format_rfc3339(1_700_000_000).as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+        assert_eq!(
+            format_rfc3339(1_704_067_200).as_deref(),
+            Some("2024-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            format_rfc3339(1_768_208_400).as_deref(),
+            Some("2026-01-12T09:00:00Z")
+        );
+    }
 }

@@ -20,7 +20,7 @@ use crate::metrics::EvaluationErrorKind;
 const APISERVER_TIMEOUT_MARGIN: Duration = Duration::from_millis(200);
 
 /// Decides `review`, which arrived at `arrived`, within its deadline.
-pub(super) async fn decide(
+pub(super) async fn answer_within_deadline(
     state: &WebhookState,
     review: &AdmissionRequest<'_>,
     uri: &Uri,
@@ -37,7 +37,7 @@ pub(super) async fn decide(
         .then(|| state.evaluation_slots.try_acquire().ok())
         .flatten();
     if let Some(_slot) = slot {
-        decide_inline(state, review)
+        handle_inline(state, review)
     } else {
         // The blocking pool outlives the body the review borrows from: it gets its own copy
         // (the objects are shared, only the envelope's texts are copied).
@@ -58,7 +58,7 @@ pub(super) async fn decide(
 /// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
 /// a small machine) cost several times the decision itself. It runs only with a free slot and
 /// never waits; a panic becomes an "allowed" verdict with a warning and a metric.
-fn decide_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> Verdict {
+fn handle_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> Verdict {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         state.handler.handle(request)
     }));

@@ -14,7 +14,7 @@ use crate::model::{DecodeError, Object, Projection, decode_json};
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
 
-/// Decides on one admission request. Implemented by [`super::decide::EngineHandler`] (the rule
+/// Decides on one admission request. Implemented by [`super::handler::EngineHandler`] (the rule
 /// engine) and by test doubles.
 pub trait AdmissionHandler: Send + Sync + 'static {
     /// Called on the blocking pool (or, when [`Self::is_quick`], on the request's own task);

@@ -395,7 +395,7 @@ async fn answer_review(
             );
         }
     };
-    let verdict = dispatch::decide(state, &review, uri, arrived).await;
+    let verdict = dispatch::answer_within_deadline(state, &review, uri, arrived).await;
     let uid = &*review.uid;
     let outcome = if verdict.allowed { "allowed" } else { "denied" };
     tracing::debug!(

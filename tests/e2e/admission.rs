@@ -7,7 +7,7 @@ use std::sync::Arc;
 use gateway_dns::engine::{Config, HostnameOwnership};
 use gateway_dns::index::Index;
 use gateway_dns::metrics::Metrics;
-use gateway_dns::webhook::decide::EngineHandler;
+use gateway_dns::webhook::handler::EngineHandler;
 use gateway_dns::webhook::state::WebhookOptions;
 use hyper::http::StatusCode;
 use serde_json::Value;

@@ -1384,7 +1384,7 @@ pub(crate) fn busy_exposition() -> (String, String) {
     metrics.set_records("example.com", 7);
     metrics.set_leader(true);
     metrics.record_tls_reload("reloaded");
-    metrics.set_findings(&[gateway_dns::engine::Violation {
+    metrics.set_findings(&[gateway_dns::engine::Finding {
         object: "HTTPRoute/team-b/web".into(),
         reason: gateway_dns::engine::Reason::HostnameConflict,
         action: gateway_dns::engine::Action::Deny,

@@ -4,7 +4,7 @@
 
 use gateway_dns::engine::Outcome;
 use gateway_dns::engine::World;
-use gateway_dns::engine::attach::attachments;
+use gateway_dns::engine::explain_parents::attachments;
 use gateway_dns::engine::{Action, AttachmentMode, Config, Reason};
 use gateway_dns::model::{ObjectKey, ObjectKind};
 use serde_json::{Value, json};

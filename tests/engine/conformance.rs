@@ -1,7 +1,7 @@
 //! Gateway API conformance hostname cases (the reference case
 //! `gateway-api-conformance-hostnames.yaml`, read at test time): for every test in the file, build its Gateways, ListenerSets and Routes,
 //! and check which listeners each route attaches to and which hostnames it gets there
-//! (`engine::attach::attachments`) against the file's `derived_intersections` and `expected`.
+//! (`engine::explain_parents::attachments`) against the file's `derived_intersections` and `expected`.
 //!
 //! Reading the file: `derived_intersections` is the spec's hostname algorithm over Gateway parents
 //! only (protocol is not considered); where upstream's `expected.route_conditions` says a parent
@@ -12,8 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gateway_dns::engine::World;
-use gateway_dns::engine::attach::{attachments, evaluate_route};
+use gateway_dns::engine::explain_parents::attachments;
 use gateway_dns::engine::hostname::intersect;
+use gateway_dns::engine::names::evaluate_route;
 use gateway_dns::engine::{Config, Reason};
 use gateway_dns::index::Snapshot;
 use gateway_dns::model::dns_name::parse_hostname;

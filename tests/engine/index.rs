@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use gateway_dns::engine::World;
-use gateway_dns::engine::attach::evaluate_route;
+use gateway_dns::engine::names::evaluate_route;
 use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::engine::{Action, Config, MODE_LABEL, Reason};
 use gateway_dns::index::{Index, Snapshot};
@@ -404,7 +404,7 @@ fn incumbent_world() -> Snapshot {
 /// The newcomer's conflicts, as the webhook computes them: the route evaluated against the
 /// cluster as it is, then compared with the incumbents' claims. The same answer must come from a
 /// snapshot that already holds the route (the sync loop's view of an applied object).
-fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Violation> {
+fn review(snap: &Snapshot, newcomer: Value) -> Vec<gateway_dns::engine::Finding> {
     let Object::Route(route) = decode(&newcomer) else {
         panic!("not a route: {newcomer}");
     };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gateway_dns::engine::Outcome;
 use gateway_dns::engine::settle::settle_all;
-use gateway_dns::engine::{Action, Config, Reason, Violation};
+use gateway_dns::engine::{Action, Config, Finding, Reason};
 use gateway_dns::index::Snapshot;
 use gateway_dns::model::{self, Object};
 use serde_json::{Value, json};
@@ -48,7 +48,7 @@ pub fn settle_default(values: &[Value]) -> Outcome {
     settle(Config::default(), values)
 }
 
-pub fn violations_of<'a>(outcome: &'a Outcome, object: &str) -> Vec<&'a Violation> {
+pub fn violations_of<'a>(outcome: &'a Outcome, object: &str) -> Vec<&'a Finding> {
     outcome
         .violations
         .iter()
@@ -57,7 +57,7 @@ pub fn violations_of<'a>(outcome: &'a Outcome, object: &str) -> Vec<&'a Violatio
 }
 
 /// The one violation of `object`; fails listing everything when there is not exactly one.
-pub fn only_violation<'a>(outcome: &'a Outcome, object: &str) -> &'a Violation {
+pub fn only_violation<'a>(outcome: &'a Outcome, object: &str) -> &'a Finding {
     let found = violations_of(outcome, object);
     assert_eq!(
         found.len(),
@@ -131,7 +131,7 @@ pub fn on(gw: &str) -> Value {
 }
 
 /// Asserts the common shape of a finding: reason, action, field, one line, naming what it is about.
-pub fn assert_finding(v: &Violation, reason: Reason, action: Action, field: &str, names: &[&str]) {
+pub fn assert_finding(v: &Finding, reason: Reason, action: Action, field: &str, names: &[&str]) {
     assert_eq!(v.reason, reason, "{v:#?}");
     assert_eq!(v.action, action, "{v:#?}");
     assert_eq!(v.field, field, "{v:#?}");

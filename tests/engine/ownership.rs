@@ -6,12 +6,14 @@
 
 use std::sync::Arc;
 
-use gateway_dns::engine::ownership::{ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION};
+use gateway_dns::engine::admission::{Decision, decide};
+use gateway_dns::engine::hostname_ownership::{
+    ALLOWED_HOSTNAMES_ANNOTATION, SHARE_HOSTNAMES_ANNOTATION,
+};
 use gateway_dns::engine::settle::settle_all;
 use gateway_dns::engine::{Action, Config, HostnameOwnership, Outcome, Reason};
 use gateway_dns::index::Index;
-use gateway_dns::webhook::decide::{Decision, decide};
-use gateway_dns::webhook::review::AdmissionRequest;
+use gateway_dns::model::Object;
 use serde_json::{Value, json};
 
 use crate::objects::*;
@@ -415,25 +417,25 @@ fn both_reasons_follow_actions_and_modes() {
     );
 }
 
-// ---------------------------------------------------------------- the webhook's view
+// ---------------------------------------------------------------- admission (the webhook's view)
 
-fn review(operation: &str, object: &Value, old: Option<&Value>) -> AdmissionRequest<'static> {
-    let mut request = json!({
-        "uid": "u",
-        "operation": operation,
-        "kind": {"group": "", "version": "v1", "kind": object["kind"]},
-        "object": object,
-    });
-    if let Some(old) = old {
-        request["oldObject"] = old.clone();
-    }
-    AdmissionRequest::from_value(&request).expect("a request")
+/// An object under review, with the object it replaces on UPDATE.
+struct Review {
+    object: Object,
+    old: Option<Object>,
 }
 
-fn decided(cfg: Config, objects: &[Value], request: &AdmissionRequest) -> Decision {
+fn review(operation: &str, object: &Value, old: Option<&Value>) -> Review {
+    Review {
+        object: decode(object),
+        old: old.filter(|_| operation == "UPDATE").map(decode),
+    }
+}
+
+fn decided(cfg: Config, objects: &[Value], review: &Review) -> Decision {
     let index = Index::with_config(Arc::new(cfg));
     index.replace_all(decode_all(objects));
-    index.read(|snapshot| decide(snapshot, request))
+    index.read(|snapshot| decide(snapshot, &review.object, review.old.as_ref()))
 }
 
 fn reasons(decision: &Decision) -> Vec<(Reason, Option<&str>, Action)> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use gateway_dns::engine::Outcome;
 use gateway_dns::engine::{
-    Action, Config, ConflictResolution, MODE_LABEL, Mode, Reason, Scope, Violation, selector,
+    Action, Config, ConflictResolution, Finding, MODE_LABEL, Mode, Reason, Scope, selector,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -50,7 +50,7 @@ fn reason_hostname_conflict() {
 
 /// Settles `objects` beside the namespaces `infra` and `apps` (default configuration); returns
 /// the outcome and the one violation of the route `apps/r`.
-fn finding_of_r(objects: &[Value]) -> (Outcome, Violation) {
+fn finding_of_r(objects: &[Value]) -> (Outcome, Finding) {
     let all: Vec<Value> = [infra(), apps()]
         .into_iter()
         .chain(objects.to_vec())
@@ -125,8 +125,7 @@ fn reason_invalid_hostname() {
         ),
     ]);
     let found = violations_of(&outcome, "HTTPRoute/apps/r");
-    let by_field: BTreeMap<&str, &Violation> =
-        found.iter().map(|v| (v.field.as_str(), *v)).collect();
+    let by_field: BTreeMap<&str, &Finding> = found.iter().map(|v| (v.field.as_str(), *v)).collect();
     assert_eq!(found.len(), 4, "{found:#?}");
     assert_finding(
         by_field["spec.hostnames[1]"],

@@ -8,7 +8,7 @@ use gateway_dns::engine::{Config, Reason, World as _};
 use gateway_dns::index::Index;
 use gateway_dns::metrics::Metrics;
 use gateway_dns::model::{ObjectKey, ObjectKind};
-use gateway_dns::webhook::decide::EngineHandler;
+use gateway_dns::webhook::handler::EngineHandler;
 use gateway_dns::webhook::state::WebhookOptions;
 use hyper::http::StatusCode;
 use serde_json::Value;

@@ -6,9 +6,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::str::FromStr;
 
+use super::claimants::{Claimant, precedence};
 use super::hostname;
-use super::settle::{Claimant, precedence};
-use super::world::{Claim, Finding, NameSource, World};
+use super::world::{Claim, NameSource, RawFinding, World};
 use super::{Config, ConfigError, Reason, concat};
 use crate::model::dns_name::parse_hostname;
 use crate::model::{Name, Namespace, Route};
@@ -84,7 +84,7 @@ pub(crate) fn keep_allowed_claims<W: World>(
     cfg: &Config,
     route: &Route,
     claims: &mut Vec<Claim>,
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<RawFinding>,
 ) {
     let namespace_name = route.meta.namespace();
     let allowed = world.namespace(namespace_name).and_then(allowed_hostnames);
@@ -128,7 +128,7 @@ pub(crate) fn keep_allowed_claims<W: World>(
                 " is not published; ask the platform team to annotate the Namespace",
             ]),
         };
-        findings.push(Finding {
+        findings.push(RawFinding {
             reason: Reason::HostnameNotAllowedForNamespace,
             hostname: Some((*name).into()),
             field: source.field(world.config()).into(),
