@@ -14,6 +14,8 @@ pub mod leader;
 pub mod metrics;
 pub mod model;
 pub mod net;
+pub mod secret;
 pub mod source;
 pub mod sync;
+pub mod tsig;
 pub mod webhook;

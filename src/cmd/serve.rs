@@ -10,8 +10,7 @@ use tokio::task::JoinSet;
 
 use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
 use crate::cli::{ProviderKind, ServeArgs};
-use crate::dns::secret::SecretSource;
-use crate::dns::{Changes, Provider, embedded, rfc2136};
+use crate::dns::{Changes, Provider, embedded};
 use crate::engine::World;
 use crate::engine::settle::route_ref;
 use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
@@ -24,9 +23,11 @@ use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
 use crate::net::ConnectionLimits;
+use crate::secret::SecretSource;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, Syncer};
+use crate::tsig::TsigKey;
 use crate::webhook::decide::EngineHandler;
 use crate::webhook::server;
 use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
@@ -672,7 +673,7 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                         embedded::TSIG_SECRET_ENV,
                     );
                     Some(
-                        rfc2136::TsigKey::load(name, algorithm, &secret)
+                        TsigKey::load(name, algorithm, &secret)
                             .context("loading the embedded DNS transfer TSIG key")?,
                     )
                 }

@@ -71,10 +71,10 @@ use tracing::debug;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
+use crate::tsig::TsigKey;
 
 pub use super::dnssec::ZoneKey;
 use super::dnssec::{SignedZone, signing_period};
-use super::rfc2136::TsigKey;
 use super::wire::{InvalidTarget, name_string, wire_name, wire_records, wire_rrset, wire_type};
 use super::{Changes, Endpoint, Provider, in_zone, zone_of};
 
@@ -169,7 +169,7 @@ pub enum Error {
     #[error("embedded DNS server: secondaries need a TSIG key for transfers and NOTIFY")]
     SecondariesWithoutKey,
     #[error("embedded DNS server: transfer key: {0}")]
-    TransferKey(#[from] super::rfc2136::Error),
+    TransferKey(#[from] crate::tsig::Error),
 }
 
 /// Who may pull the zones, and the key that signs transfers and NOTIFYs.

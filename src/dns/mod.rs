@@ -12,7 +12,6 @@ pub use http::ExchangeError;
 pub mod pdns;
 pub mod registry;
 pub mod rfc2136;
-pub mod secret;
 pub mod txt_crypto;
 pub mod webhook;
 pub(crate) mod wire;
@@ -246,7 +245,7 @@ pub enum Error {
     #[error(transparent)]
     Embedded(#[from] embedded::Error),
     #[error(transparent)]
-    Secret(#[from] secret::Error),
+    Secret(#[from] crate::secret::Error),
     #[error(transparent)]
     Webhook(#[from] webhook::Error),
     #[error(transparent)]

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::batches::HalvingBatches;
 use super::http::{self, ExchangeError, HttpClient};
-use super::secret::SecretSource;
 use super::{Changes, Endpoint, Provider, Targets, zone_of};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
+use crate::secret::SecretSource;
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";

@@ -64,12 +64,8 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.secondaries = vec![bind_addr];
     config.transfer_key = Some(
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
-            KEY_NAME,
-            "hmac-sha256".parse().unwrap(),
-            SECRET,
-        )
-        .unwrap(),
+        gateway_dns::tsig::TsigKey::from_base64(KEY_NAME, "hmac-sha256".parse().unwrap(), SECRET)
+            .unwrap(),
     );
     let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
     let primary = server.local_addr();

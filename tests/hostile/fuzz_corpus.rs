@@ -89,7 +89,7 @@ async fn embedded_dns_answers_every_corpus_packet_within_its_transport() {
     config.listen = SocketAddr::from((LOOPBACK, 0));
     config.secondaries = vec![SocketAddr::from((LOOPBACK, 9))];
     config.transfer_key = Some(
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+        gateway_dns::tsig::TsigKey::from_base64(
             "transfer",
             "hmac-sha256".parse().unwrap(),
             "c2VjcmV0LWZvci10aGUtZnV6emVy",

@@ -210,8 +210,8 @@ zone "{zone}" {{
         [("GATEWAY_DNS_RFC2136_TSIG_SECRET", SECRET)]
     }
 
-    pub fn tsig_key(&self) -> gateway_dns::dns::rfc2136::TsigKey {
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+    pub fn tsig_key(&self) -> gateway_dns::tsig::TsigKey {
+        gateway_dns::tsig::TsigKey::from_base64(
             KEY_NAME,
             self.algorithm.parse().expect("algorithm"),
             SECRET,
