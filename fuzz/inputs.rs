@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use gateway_dns::cmd::check::{check, to_github, to_json, to_text};
-use gateway_dns::dns::rfc2136::{ServerAddress, ZoneTransfer, read_answer, soa_serial_of};
+use gateway_dns::dns::provider::rfc2136::{
+    ServerAddress, ZoneTransfer, read_answer, soa_serial_of,
+};
 use gateway_dns::engine::Config;
 use gateway_dns::model::Object;
 use gateway_dns::source::files::{Report, parse_text_into};

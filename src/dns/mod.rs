@@ -4,16 +4,13 @@
 //! named in lower case without the trailing dot. Providers translate to their wire or API format.
 
 pub(crate) mod batches;
-pub mod dnsendpoint;
 pub mod dnssec;
 pub mod embedded;
 mod http;
 pub use http::ExchangeError;
-pub mod pdns;
+pub mod provider;
 pub mod registry;
-pub mod rfc2136;
 pub mod txt_crypto;
-pub mod webhook;
 pub(crate) mod wire;
 
 use std::fmt;
@@ -239,17 +236,17 @@ pub trait Provider: Send + Sync {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Rfc2136(#[from] rfc2136::Error),
+    Rfc2136(#[from] provider::rfc2136::Error),
     #[error(transparent)]
-    Pdns(#[from] pdns::Error),
+    Pdns(#[from] provider::pdns::Error),
     #[error(transparent)]
     Embedded(#[from] embedded::Error),
     #[error(transparent)]
     Secret(#[from] crate::secret::Error),
     #[error(transparent)]
-    Webhook(#[from] webhook::Error),
+    Webhook(#[from] provider::external_dns_webhook::Error),
     #[error(transparent)]
-    DnsEndpoint(#[from] dnsendpoint::Error),
+    DnsEndpoint(#[from] provider::dnsendpoint::Error),
 }
 
 /// True when `name` is `zone` or below it.

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider};
+use gateway_dns::dns::provider::rfc2136::{Rfc2136Config, Rfc2136Provider};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::Metrics;
 use gateway_dns::model::RecordType;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::dns::pdns::{api_error_message, zone_endpoints};
+use gateway_dns::dns::provider::pdns::{api_error_message, zone_endpoints};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::engine::Config;
 use gateway_dns::index::Snapshot;

@@ -219,8 +219,8 @@ zone "{zone}" {{
         .expect("tsig key")
     }
 
-    pub fn provider_config(&self) -> gateway_dns::dns::rfc2136::Rfc2136Config {
-        gateway_dns::dns::rfc2136::Rfc2136Config::new(
+    pub fn provider_config(&self) -> gateway_dns::dns::provider::rfc2136::Rfc2136Config {
+        gateway_dns::dns::provider::rfc2136::Rfc2136Config::new(
             self.addr(),
             vec![self.zone.clone()],
             Some(self.tsig_key()),

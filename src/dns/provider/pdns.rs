@@ -13,9 +13,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
-use super::batches::HalvingBatches;
-use super::http::{self, ExchangeError, HttpClient};
-use super::{Changes, Endpoint, Provider, Targets, zone_of};
+use crate::dns::batches::HalvingBatches;
+use crate::dns::http::{self, ExchangeError, HttpClient};
+use crate::dns::{Changes, Endpoint, Provider, Targets, zone_of};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::secret::SecretSource;
@@ -71,7 +71,7 @@ impl PdnsConfig {
         api_url: impl Into<String>,
         api_key: &SecretSource,
         zones: Vec<String>,
-    ) -> Result<Self, super::Error> {
+    ) -> Result<Self, crate::dns::Error> {
         Ok(Self::new(api_url, api_key.load()?, zones))
     }
 }
@@ -296,7 +296,7 @@ impl Provider for PdnsProvider {
         "pdns"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move {
             let mut all = Vec::new();
             for zone in &self.config.zones {
@@ -306,7 +306,7 @@ impl Provider for PdnsProvider {
         })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move { Ok(self.apply_changes(changes).await?) })
     }
 

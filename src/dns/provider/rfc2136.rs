@@ -34,9 +34,9 @@ use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 use crate::tsig::TsigKey;
 
-use super::batches::HalvingBatches;
-use super::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
-use super::{Changes, Endpoint, Provider, zone_of};
+use crate::dns::batches::HalvingBatches;
+use crate::dns::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
+use crate::dns::{Changes, Endpoint, Provider, zone_of};
 
 /// Environment variable read for the TSIG secret when no secret file is given.
 pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
@@ -689,11 +689,11 @@ impl Provider for Rfc2136Provider {
         "rfc2136"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move {
             let result = self.apply_changes(changes).await;
             if result.is_err() {
