@@ -3,6 +3,7 @@
 //! Data flows one way: sources → index → engine → (admission | plan → provider).
 
 pub mod allocator;
+pub mod authority;
 pub mod cli;
 pub mod cmd;
 pub mod dns;

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::model::RecordType;
 use gateway_dns::tsig::TsigKey;

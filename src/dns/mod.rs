@@ -4,8 +4,6 @@
 //! named in lower case without the trailing dot. Providers translate to their wire or API format.
 
 pub(crate) mod batches;
-pub mod dnssec;
-pub mod embedded;
 mod http;
 pub use http::ExchangeError;
 pub mod provider;
@@ -239,8 +237,10 @@ pub enum Error {
     Rfc2136(#[from] provider::rfc2136::Error),
     #[error(transparent)]
     Pdns(#[from] provider::pdns::Error),
+    /// A provider outside this module: the embedded server (`crate::authority`), which builds
+    /// on this module and so cannot be named here.
     #[error(transparent)]
-    Embedded(#[from] embedded::Error),
+    Other(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Secret(#[from] crate::secret::Error),
     #[error(transparent)]

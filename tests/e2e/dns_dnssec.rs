@@ -8,8 +8,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::dns::Endpoint;
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 

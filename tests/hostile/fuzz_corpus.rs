@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::provider::pdns::{api_error_message, zone_endpoints};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::engine::Config;
