@@ -150,6 +150,8 @@ pub enum Error {
     TransferKey(#[from] crate::tsig::Error),
 }
 
+impl crate::dns::ProviderError for Error {}
+
 pub struct EmbeddedDns {
     store: Arc<RwLock<Store>>,
     zones: Vec<String>,
@@ -449,21 +451,17 @@ impl Drop for EmbeddedDns {
     }
 }
 
-fn provider_error(err: Error) -> crate::dns::Error {
-    crate::dns::Error::Other(Box::new(err))
-}
-
 impl Provider for EmbeddedDns {
     fn name(&self) -> &'static str {
         "embedded"
     }
 
     fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
-        Box::pin(async move { self.all_records().map_err(provider_error) })
+        Box::pin(async move { Ok(self.all_records()?) })
     }
 
     fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
-        Box::pin(async move { self.apply_changes(changes).map_err(provider_error) })
+        Box::pin(async move { Ok(self.apply_changes(changes)?) })
     }
 
     /// Only the sync loop writes these zones (and re-signing, which moves the counter too).

@@ -231,22 +231,27 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// A provider's failure: the provider's own error, carried as the source and shown as it is.
+/// Each provider keeps its error type and marks it [`ProviderError`], so that adding a provider
+/// does not touch this module.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Rfc2136(#[from] provider::rfc2136::Error),
-    #[error(transparent)]
-    Pdns(#[from] provider::pdns::Error),
-    /// A provider outside this module: the embedded server (`crate::authority`), which builds
-    /// on this module and so cannot be named here.
-    #[error(transparent)]
-    Other(Box<dyn std::error::Error + Send + Sync>),
-    #[error(transparent)]
-    Secret(#[from] crate::secret::Error),
-    #[error(transparent)]
-    Webhook(#[from] provider::external_dns_webhook::Error),
-    #[error(transparent)]
-    DnsEndpoint(#[from] provider::dnsendpoint::Error),
+#[error(transparent)]
+pub struct Error(Box<dyn std::error::Error + Send + Sync>);
+
+impl Error {
+    /// The provider's own error, when it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref()
+    }
+}
+
+/// A provider's error type: `?` turns it into an [`Error`].
+pub trait ProviderError: std::error::Error + Send + Sync + 'static {}
+
+impl<E: ProviderError> From<E> for Error {
+    fn from(err: E) -> Error {
+        Error(Box::new(err))
+    }
 }
 
 /// True when `name` is `zone` or below it.

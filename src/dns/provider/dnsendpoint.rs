@@ -73,6 +73,8 @@ pub enum Error {
     },
 }
 
+impl crate::dns::ProviderError for Error {}
+
 /// external-dns's endpoint in a DNSEndpoint's `spec.endpoints`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

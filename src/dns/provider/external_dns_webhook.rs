@@ -103,6 +103,8 @@ pub enum Error {
     },
 }
 
+impl crate::dns::ProviderError for Error {}
+
 /// external-dns's endpoint, as the protocol carries it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -71,7 +71,7 @@ impl PdnsConfig {
         api_url: impl Into<String>,
         api_key: &SecretSource,
         zones: Vec<String>,
-    ) -> Result<Self, crate::dns::Error> {
+    ) -> Result<Self, Error> {
         Ok(Self::new(api_url, api_key.load()?, zones))
     }
 }
@@ -80,6 +80,8 @@ impl PdnsConfig {
 pub enum Error {
     #[error("PowerDNS API URL {0:?} is not a valid http:// URL")]
     BadUrl(String),
+    #[error(transparent)]
+    Secret(#[from] crate::secret::Error),
     #[error("PowerDNS API at {url}: {source}")]
     Exchange { url: String, source: ExchangeError },
     #[error("PowerDNS API refused {method} {url}: HTTP {status}: {message}")]
@@ -105,6 +107,8 @@ pub enum Error {
         first: Box<Error>,
     },
 }
+
+impl crate::dns::ProviderError for Error {}
 
 pub struct PdnsProvider {
     config: PdnsConfig,

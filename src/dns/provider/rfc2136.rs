@@ -234,6 +234,8 @@ pub enum Error {
     InvalidTarget(#[from] InvalidTarget),
 }
 
+impl crate::dns::ProviderError for Error {}
+
 /// One RRset operation in an UPDATE message.
 enum Operation<'a> {
     Delete(&'a Endpoint),
