@@ -9,22 +9,16 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType};
 
 use crate::dns::in_zone;
-use crate::dns::wire::{name_string, wire_name, wire_type};
+use crate::dns::wire::{DNS_HEADER_LEN, QR_BIT, name_string, wire_name, wire_type};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
 use super::auth::{Auth, authenticate, seal_all};
 use super::transfer::{TRANSFER_RECORDS_PER_MESSAGE, Transfers, split_transfer, transfer_answer};
-use super::unix_now;
-use super::zone::{Store, Zone, ns_record, soa_record};
+use super::zone::{Store, Zone, ns_record, soa_record, unix_now};
 
 /// Largest UDP answer we send (the EDNS buffer size recommended since DNS flag day 2020).
 pub(super) const MAX_UDP_PAYLOAD: u16 = 1232;
-
-pub(super) const DNS_HEADER_LEN: usize = 12;
-
-/// The QR bit in the third byte of the header: set on responses.
-pub(super) const QR_BIT: u8 = 0x80;
 
 /// CNAME chains followed inside our zones.
 pub(super) const MAX_CNAME_HOPS: usize = 8;

@@ -13,10 +13,11 @@ use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tracing::debug;
 
+use crate::dns::wire::DNS_HEADER_LEN;
 use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
 
-use super::Error;
-use super::answer::{DNS_HEADER_LEN, answer_bytes, answer_request};
+use super::answer::{answer_bytes, answer_request};
+use super::error::Error;
 use super::transfer::Transfers;
 use super::zone::Store;
 

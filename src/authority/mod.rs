@@ -50,6 +50,7 @@
 mod answer;
 mod auth;
 pub mod dnssec;
+mod error;
 mod listen;
 #[cfg(test)]
 mod tests;
@@ -57,19 +58,20 @@ mod transfer;
 mod zone;
 
 pub use dnssec::ZoneKey;
+pub use error::Error;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
-use crate::dns::wire::{InvalidTarget, wire_records};
+use crate::dns::wire::wire_records;
 use crate::dns::{Changes, Endpoint, Provider, in_zone, zone_of};
 use crate::model::dns_name::canonical;
 use crate::net::ConnectionLimits;
@@ -79,7 +81,7 @@ use self::answer::answer_bytes;
 use self::dnssec::signing_period;
 use self::listen::{AnswerRateLimiter, bind_pair, serve_tcp, serve_udp, udp_receivers};
 use self::transfer::{Transfers, notify_secondaries};
-use self::zone::{Delta, RrSet, Store, Touched, Zone, initial_serial, next_serial};
+use self::zone::{Delta, RrSet, Store, Touched, Zone, initial_serial, next_serial, unix_now};
 
 /// Changes waiting to be notified; beyond, a change is skipped (the next one carries its
 /// serial, and the secondaries' SOA refresh catches up anyway).
@@ -127,30 +129,6 @@ impl EmbeddedConfig {
         }
     }
 }
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("embedded DNS server: cannot listen on {addr} ({protocol}): {source}")]
-    Bind {
-        addr: SocketAddr,
-        protocol: &'static str,
-        source: std::io::Error,
-    },
-    #[error("embedded DNS server: no zone configured")]
-    NoZones,
-    #[error("embedded DNS server: {0} is in none of the served zones")]
-    OutsideZones(String),
-    #[error(transparent)]
-    InvalidTarget(#[from] InvalidTarget),
-    #[error("embedded DNS server: zone data lock poisoned")]
-    Poisoned,
-    #[error("embedded DNS server: secondaries need a TSIG key for transfers and NOTIFY")]
-    SecondariesWithoutKey,
-    #[error("embedded DNS server: transfer key: {0}")]
-    TransferKey(#[from] crate::tsig::Error),
-}
-
-impl crate::dns::ProviderError for Error {}
 
 pub struct EmbeddedDns {
     store: Arc<RwLock<Store>>,
@@ -473,10 +451,4 @@ impl Provider for EmbeddedDns {
     fn zones(&self) -> &[String] {
         &self.zones
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -9,20 +9,20 @@ use hickory_proto::rr::{RData, RecordType as WireType};
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
 
-use crate::dns::wire::{name_string, wire_name, wire_records};
+use crate::dns::wire::{QR_BIT, name_string, wire_name, wire_records};
 use crate::dns::{Changes, Endpoint};
 use crate::model::RecordType;
 use crate::tsig::TsigKey;
 
-use super::answer::{QR_BIT, respond};
+use super::answer::respond;
 use super::dnssec::ZoneKey;
 use super::listen::{ANSWER_CACHE_ENTRY_OVERHEAD, AnswerCache, AnswerRateLimiter};
 use super::transfer::{NOTIFY_ATTEMPTS, Transfers, notify_one};
 use super::zone::{
     Delta, JOURNAL_CHANGES, JOURNAL_RECORDS, RrSet, Store, Touched, Zone, initial_serial,
-    next_serial,
+    next_serial, unix_now,
 };
-use super::{EmbeddedConfig, EmbeddedDns, Error, unix_now};
+use super::{EmbeddedConfig, EmbeddedDns, Error};
 
 fn store() -> Store {
     let mut zone = Zone::new("example.com".into(), 7);

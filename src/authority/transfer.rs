@@ -12,11 +12,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use crate::dns::wire::wire_name;
+use crate::dns::wire::{DNS_HEADER_LEN, QR_BIT, wire_name};
 
-use super::answer::{DNS_HEADER_LEN, QR_BIT};
-use super::unix_now;
-use super::zone::{Delta, Zone, soa_record, soa_with_serial, zone_records};
+use super::zone::{Delta, Zone, soa_record, soa_with_serial, unix_now, zone_records};
 
 /// Records per message of a zone transfer: far below 64 KiB even with long TXT values.
 pub(super) const TRANSFER_RECORDS_PER_MESSAGE: usize = 64;

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{Name, RData, Record, SerialNumber};
@@ -353,4 +354,11 @@ pub(super) fn ns_record(zone: &Zone, ttl: u32) -> Record {
     let apex = wire_name(&zone.apex).unwrap_or_else(|_| Name::root());
     let ns = wire_name(&format!("ns1.{}", zone.apex)).unwrap_or_else(|_| apex.clone());
     Record::from_rdata(apex, ttl, RData::NS(NS(ns)))
+}
+
+/// Unix seconds now: serials and signatures follow the clock.
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
