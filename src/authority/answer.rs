@@ -443,3 +443,87 @@ pub(super) fn add_rrset(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use hickory_proto::op::Query;
+
+    use crate::authority::zone::RrSet;
+    use crate::dns::Endpoint;
+
+    fn store() -> Store {
+        let mut zone = Zone::new("example.com".into(), 7);
+        for endpoint in [
+            Endpoint::new("a.b.example.com", RecordType::A, ["192.0.2.1"]),
+            Endpoint::new("*.example.com", RecordType::A, ["192.0.2.9"]),
+            Endpoint::new("*.example.com", RecordType::TXT, ["wild"]),
+            Endpoint::new("www.example.com", RecordType::CNAME, ["a.b.example.com"]),
+        ] {
+            zone.rrsets.push(RrSet::from_endpoint(&endpoint));
+        }
+        zone.rrsets.sort_by(|a, b| a.key().cmp(&b.key()));
+        zone.reindex();
+        Store {
+            zones: vec![zone],
+            generation: Arc::default(),
+        }
+    }
+
+    fn ask(name: &str, qtype: WireType) -> Message {
+        let mut request = Message::query();
+        request.add_query(Query::query(wire_name(name).unwrap(), qtype));
+        respond(&store(), &request, 300, false)
+    }
+
+    #[test]
+    fn exact_wildcard_empty_non_terminal_and_nxdomain() {
+        let exact = ask("a.b.example.com", WireType::A);
+        assert_eq!(exact.metadata.response_code, ResponseCode::NoError);
+        assert!(exact.metadata.authoritative);
+        assert_eq!(exact.answers.len(), 1);
+
+        // b.example.com exists as an empty non-terminal: NODATA, never the wildcard.
+        let ent = ask("b.example.com", WireType::A);
+        assert_eq!(ent.metadata.response_code, ResponseCode::NoError);
+        assert!(ent.answers.is_empty());
+        assert_eq!(ent.authorities[0].record_type(), WireType::SOA);
+
+        // Below the empty non-terminal: closest encloser b.example.com has no wildcard.
+        let below = ask("x.b.example.com", WireType::A);
+        assert_eq!(below.metadata.response_code, ResponseCode::NXDomain);
+
+        // Synthesised from *.example.com, owner = the query name, several labels deep.
+        let wild = ask("q.r.example.com", WireType::A);
+        assert_eq!(wild.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(name_string(&wild.answers[0].name), "q.r.example.com");
+        let wild_nodata = ask("q.example.com", WireType::AAAA);
+        assert!(wild_nodata.answers.is_empty());
+        assert_eq!(wild_nodata.metadata.response_code, ResponseCode::NoError);
+    }
+
+    #[test]
+    fn cname_is_followed_inside_the_zone() {
+        let answer = ask("www.example.com", WireType::A);
+        let types: Vec<WireType> = answer.answers.iter().map(|r| r.record_type()).collect();
+        assert_eq!(types, [WireType::CNAME, WireType::A]);
+    }
+
+    #[test]
+    fn refuses_outside_and_answers_apex() {
+        assert_eq!(
+            ask("example.org", WireType::A).metadata.response_code,
+            ResponseCode::Refused
+        );
+        let soa = ask("example.com", WireType::SOA);
+        assert_eq!(soa.answers[0].record_type(), WireType::SOA);
+        assert_eq!(
+            ask("example.com", WireType::AXFR).metadata.response_code,
+            ResponseCode::Refused
+        );
+        let ns = ask("example.com", WireType::NS);
+        assert_eq!(ns.answers[0].record_type(), WireType::NS);
+    }
+}

@@ -317,3 +317,53 @@ pub(super) async fn serve_connection(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_cache_is_keyed_past_the_id_tied_to_a_generation_and_bounded() {
+        const LIMIT: usize = 64 << 10;
+        let mut cache = AnswerCache::new(LIMIT);
+        let mut out = Vec::new();
+        let request = [0xAB, 0xCD, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7];
+        let answer = [0xAB, 0xCD, 0x85, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7, 9];
+        assert!(!cache.answer_into(&request, 0, &mut out));
+        cache.insert(&request, &answer, 0);
+        let mut again = request;
+        again[..2].copy_from_slice(&[0x12, 0x34]);
+        assert!(cache.answer_into(&again, 0, &mut out));
+        assert_eq!(out[..2], [0x12, 0x34]);
+        assert_eq!(out[2..], answer[2..]);
+        assert!(
+            !cache.answer_into(&again, 1, &mut out),
+            "a change empties it"
+        );
+        cache.insert(&request, &answer, 0);
+        assert!(
+            !cache.answer_into(&again, 1, &mut out),
+            "an answer of an old generation is not kept"
+        );
+        let entry = request.len() - 2 + answer.len() + ANSWER_CACHE_ENTRY_OVERHEAD;
+        for i in 0..2 * LIMIT / entry {
+            let mut other = request.to_vec();
+            other.extend_from_slice(&i.to_be_bytes());
+            cache.insert(&other, &answer, 1);
+            assert!(cache.bytes <= LIMIT);
+        }
+    }
+
+    #[test]
+    fn answers_per_source_are_limited_and_refill() {
+        let mut limiter = AnswerRateLimiter::new(3);
+        let start = std::time::Instant::now();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let allowed = (0..10).filter(|_| limiter.allow(a, start)).count();
+        assert_eq!(allowed, 3);
+        assert!(limiter.allow(b, start), "another source has its own bucket");
+        assert!(limiter.allow(a, start + Duration::from_millis(400)));
+        assert!(AnswerRateLimiter::new(0).allow(a, start), "0 turns it off");
+    }
+}

@@ -219,3 +219,85 @@ fn incremental_records(zone: &Zone, soa_ttl: u32, deltas: &[&Delta]) -> Vec<Reco
     records.push(soa(zone.serial));
     records
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::timeout;
+
+    use crate::tsig::TsigKey;
+
+    #[tokio::test]
+    async fn notify_is_retried_a_bounded_number_of_times_until_answered() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let signer = key.signer().unwrap();
+        // A secondary that never answers: exactly NOTIFY_ATTEMPTS signed NOTIFYs, then give up.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let wait = Duration::from_millis(10);
+        let outcome = notify_one(
+            addr,
+            Some(signer.clone()),
+            "example.com".into(),
+            7,
+            300,
+            wait,
+        );
+        assert_eq!(outcome.await, None);
+        let mut buffer = [0u8; 4096];
+        let mut received = 0;
+        while let Ok(Ok((len, _))) =
+            timeout(Duration::from_millis(50), silent.recv_from(&mut buffer)).await
+        {
+            let message = Message::from_vec(&buffer[..len]).unwrap();
+            assert_eq!(message.metadata.op_code, OpCode::Notify);
+            assert!(message.signature().is_some(), "signed");
+            received += 1;
+        }
+        assert_eq!(received, NOTIFY_ATTEMPTS);
+
+        // A secondary that answers the second NOTIFY: two attempts.
+        let answering = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = answering.local_addr().unwrap();
+        let responder = tokio::spawn(async move {
+            let mut buffer = [0u8; 4096];
+            for seen in 1..=2 {
+                let (len, from) = answering.recv_from(&mut buffer).await.unwrap();
+                if seen == 2 {
+                    let mut answer = buffer[..len].to_vec();
+                    answer[2] |= QR_BIT;
+                    answering.send_to(&answer, from).await.unwrap();
+                }
+            }
+        });
+        let attempts = notify_one(addr, Some(signer), "example.com".into(), 7, 300, wait).await;
+        assert_eq!(attempts, Some(2));
+        responder.await.unwrap();
+    }
+
+    #[test]
+    fn transfers_need_a_listed_peer_and_a_key() {
+        let key = TsigKey::from_base64(
+            "k",
+            "hmac-sha256".parse().unwrap(),
+            "Z2F0ZXdheS1kbnMtdGVzdC1zZWNyZXQtMzItYnl0ZXM=",
+        )
+        .unwrap();
+        let transfers = Transfers {
+            secondaries: vec!["192.0.2.53:53".parse().unwrap()],
+            signer: Some(key.signer().unwrap()),
+        };
+        assert!(transfers.allowed("192.0.2.53".parse().unwrap()));
+        assert!(!transfers.allowed("192.0.2.54".parse().unwrap()));
+        let keyless = Transfers {
+            signer: None,
+            ..transfers
+        };
+        assert!(!keyless.allowed("192.0.2.53".parse().unwrap()));
+    }
+}

@@ -362,3 +362,51 @@ pub(super) fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dns::wire::wire_records;
+
+    #[test]
+    fn serials_follow_minute_windows_and_never_go_back() {
+        let t = 1_800_000_000; // a window start
+        let start = initial_serial(t + 5);
+        assert_eq!(start, (t + 60) as u32, "starts at the next window");
+        // Same minute: one more each change; a later quiet minute: that window's start.
+        assert_eq!(next_serial(start, t + 10), start + 1);
+        assert_eq!(next_serial(start + 1, t + 130), (t + 120) as u32);
+        // A restart in the minute of the last change starts above it.
+        let last = next_serial(next_serial((t + 120) as u32, t + 125), t + 126);
+        assert!(initial_serial(t + 127) > last);
+        // Two replicas with different histories agree on a change after a quiet minute.
+        assert_eq!(next_serial(start + 7, t + 200), next_serial(start, t + 201));
+    }
+
+    #[test]
+    fn the_journal_is_bounded_and_answers_only_unbroken_chains() {
+        let mut zone = Zone::new("example.com".into(), 100);
+        let a = || {
+            wire_records(
+                &Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1"]),
+                60,
+            )
+        };
+        for serial in 100..100 + JOURNAL_CHANGES as u32 + 10 {
+            zone.record(Delta {
+                from: serial,
+                to: serial + 1,
+                removed: Vec::new(),
+                added: a().unwrap(),
+            });
+            zone.serial = serial + 1;
+        }
+        assert_eq!(zone.journal.len(), JOURNAL_CHANGES);
+        assert!(zone.changes_since(100).is_none(), "fell out: AXFR instead");
+        assert_eq!(
+            zone.changes_since(zone.serial - 2).map(|d| d.len()),
+            Some(2)
+        );
+        assert!(zone.changes_since(zone.serial + 5).is_none());
+    }
+}
