@@ -238,13 +238,6 @@ pub trait Provider: Send + Sync {
 #[error(transparent)]
 pub struct Error(Box<dyn std::error::Error + Send + Sync>);
 
-impl Error {
-    /// The provider's own error, when it is an `E`.
-    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
-        self.0.downcast_ref()
-    }
-}
-
 /// A provider's error type: `?` turns it into an [`Error`].
 pub trait ProviderError: std::error::Error + Send + Sync + 'static {}
 
