@@ -223,3 +223,90 @@ impl<'r> OwnershipLedger<'r> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dns::registry::ownership_value;
+
+    fn listing() -> Vec<Endpoint> {
+        vec![
+            Endpoint::new("app.example.com", RecordType::A, ["192.0.2.1"]),
+            Endpoint::new(
+                "a-app.example.com",
+                RecordType::TXT,
+                [ownership_value("us", None)],
+            ),
+            Endpoint::new("old.example.com", RecordType::A, ["192.0.2.2"]),
+            Endpoint::new(
+                "a-old.example.com",
+                RecordType::TXT,
+                [ownership_value("them", None)],
+            ),
+        ]
+    }
+
+    #[test]
+    fn holders_claims_and_releases_become_txt_changes() {
+        let registry = TxtRegistry::new("us");
+        let listing = listing();
+        let listed = |name: &str| {
+            listing
+                .iter()
+                .find(|r| r.dns_name == name && r.record_type == RecordType::TXT)
+        };
+        let mut ledger = OwnershipLedger::new(&listing, &registry);
+        assert_eq!(ledger.holder("app.example.com", RecordType::A), Holder::Us);
+        assert_eq!(
+            ledger.holder("old.example.com", RecordType::A),
+            Holder::Other("them")
+        );
+        assert_eq!(
+            ledger.holder("new.example.com", RecordType::A),
+            Holder::Nobody
+        );
+        assert_eq!(ledger.owned(), 1);
+
+        // A claim already listed changes nothing, and a release after it keeps it.
+        let app = ledger.txt_name("app.example.com", RecordType::A);
+        let value = ledger.value_for(&app, None).unwrap();
+        ledger.claim(app.clone(), value);
+        ledger.release(&app);
+        assert_eq!(ledger.changes(listed), []);
+
+        // A new claim creates its TXT; a release that leaves nothing deletes it.
+        let mut ledger = OwnershipLedger::new(&listing, &registry);
+        let new = ledger.txt_name("new.example.com", RecordType::A);
+        let value = ledger.value_for(&new, Some("httproute/shop/web")).unwrap();
+        ledger.claim(new, value.clone());
+        ledger.release(&app);
+        let changes = ledger.changes(listed);
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert!(changes.contains(&TxtChange::Delete(listing[1].clone())));
+        assert!(changes.iter().any(|change| matches!(
+            change,
+            TxtChange::Create(record)
+                if record.dns_name == "a-new.example.com" && record.targets.contains(&value)
+        )));
+    }
+
+    #[test]
+    fn orphans_are_our_records_nothing_wants_or_lists() {
+        let registry = TxtRegistry::new("us");
+        let mut listing = listing();
+        listing.remove(0); // app.example.com's A record went, its ownership stayed
+        let zones = vec!["example.com".to_string()];
+        let mut ledger = OwnershipLedger::new(&listing, &registry);
+        ledger.release_orphans(&zones, |_| false, |_, _| false, |_, _| false, |_, _| false);
+        let listed = |name: &str| {
+            listing
+                .iter()
+                .find(|r| r.dns_name == name && r.record_type == RecordType::TXT)
+        };
+        assert_eq!(
+            ledger.changes(listed),
+            [TxtChange::Delete(listing[0].clone())],
+            "only ours goes, not another owner's"
+        );
+    }
+}
