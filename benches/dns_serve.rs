@@ -35,7 +35,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::model::RecordType;
 use hickory_proto::op::{Message, Query, ResponseCode};

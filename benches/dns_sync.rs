@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_dns::dns::rfc2136::Rfc2136Provider;
+use gateway_dns::dns::provider::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::{Endpoint, Provider, registry};
 use gateway_dns::engine::World;
 use gateway_dns::index::Index;

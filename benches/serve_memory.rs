@@ -23,8 +23,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::Provider;
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::engine::Config;
 use gateway_dns::index::Index;
 use gateway_dns::metrics::Metrics;

@@ -8,10 +8,13 @@
 use std::sync::Arc;
 
 use gateway_dns::cmd::check::{check, to_github, to_json, to_text};
-use gateway_dns::dns::rfc2136::{ServerAddress, TsigKey, ZoneTransfer, read_answer, soa_serial_of};
+use gateway_dns::dns::provider::rfc2136::{
+    ServerAddress, ZoneTransfer, read_answer, soa_serial_of,
+};
 use gateway_dns::engine::Config;
 use gateway_dns::model::Object;
 use gateway_dns::source::files::{Report, parse_text_into};
+use gateway_dns::tsig::TsigKey;
 use gateway_dns::webhook::review::{parse_with_serde, scan_review};
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RecordType, TSigVerifier};

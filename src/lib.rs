@@ -3,6 +3,7 @@
 //! Data flows one way: sources → index → engine → (admission | plan → provider).
 
 pub mod allocator;
+pub mod authority;
 pub mod cli;
 pub mod cmd;
 pub mod dns;
@@ -15,6 +16,8 @@ pub mod metrics;
 pub mod model;
 pub mod net;
 pub mod retry;
+pub mod secret;
 pub mod source;
 pub mod sync;
+pub mod tsig;
 pub mod webhook;

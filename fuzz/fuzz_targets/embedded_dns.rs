@@ -7,10 +7,10 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::dns::rfc2136::TsigKey;
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::model::RecordType;
+use gateway_dns::tsig::TsigKey;
 use libfuzzer_sys::fuzz_target;
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

@@ -2,7 +2,7 @@
 //! answer into its message.
 #![no_main]
 
-use gateway_dns::dns::pdns::{api_error_message, zone_endpoints};
+use gateway_dns::dns::provider::pdns::{api_error_message, zone_endpoints};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

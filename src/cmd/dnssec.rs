@@ -8,8 +8,8 @@ use anyhow::{Context as _, Result, bail};
 use hickory_proto::rr::Name;
 
 use super::{EXIT_INPUT, EXIT_OK};
+use crate::authority::dnssec::{KeyAlgorithm, ZoneKey};
 use crate::cli::{DnssecAlgorithm, DnssecArgs};
-use crate::dns::dnssec::{KeyAlgorithm, ZoneKey};
 
 /// Runs `dnssec`; returns the process exit code.
 pub fn run(args: &DnssecArgs) -> u8 {

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{ProviderArgs, ProviderKind};
+use crate::dns::Provider;
+use crate::dns::provider::{dnsendpoint, external_dns_webhook, pdns, rfc2136};
 use crate::dns::registry::TxtRegistry;
-use crate::dns::secret::SecretSource;
 use crate::dns::txt_crypto::TxtCipher;
-use crate::dns::{Provider, dnsendpoint, pdns, rfc2136, webhook};
 use crate::model::dns_name::canonical;
+use crate::secret::SecretSource;
 use crate::source::kube;
+use crate::tsig::TsigKey;
 
 /// `--zone` and `--rfc2136-zone`, canonical, sorted, each once.
 pub fn zones(flags: &ProviderArgs) -> Vec<String> {
@@ -72,10 +74,7 @@ pub async fn reader_writer(
                         flags.rfc2136_tsig_secret_file.clone(),
                         rfc2136::TSIG_SECRET_ENV,
                     );
-                    Some(
-                        rfc2136::TsigKey::load(name, algorithm, &secret)
-                            .context("loading the TSIG key")?,
-                    )
+                    Some(TsigKey::load(name, algorithm, &secret).context("loading the TSIG key")?)
                 }
             };
             let config = rfc2136::Rfc2136Config::new(server, zones.to_vec(), tsig);
@@ -96,9 +95,10 @@ pub async fn reader_writer(
                     "--provider webhook needs --webhook-provider-url URL (e.g. http://127.0.0.1:8888)"
                 );
             };
-            let config = webhook::WebhookConfig::new(url.clone(), zones.to_vec());
+            let config =
+                external_dns_webhook::ExternalDnsWebhookConfig::new(url.clone(), zones.to_vec());
             Arc::new(
-                webhook::WebhookProvider::connect(config)
+                external_dns_webhook::ExternalDnsWebhookProvider::connect(config)
                     .await
                     .with_context(|| format!("negotiating with the webhook provider at {url}"))?,
             )

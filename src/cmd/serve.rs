@@ -9,9 +9,9 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::{EXIT_OK, EXIT_ONCE_BLOCKED, EXIT_ONCE_FAILED};
+use crate::authority;
 use crate::cli::{ProviderKind, ServeArgs};
-use crate::dns::secret::SecretSource;
-use crate::dns::{Changes, Provider, embedded, rfc2136};
+use crate::dns::{Changes, Provider};
 use crate::engine::World;
 use crate::engine::claimants::route_ref;
 use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
@@ -24,9 +24,11 @@ use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
 use crate::net::ConnectionLimits;
+use crate::secret::SecretSource;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
 use crate::sync::{SyncConfig, Syncer};
+use crate::tsig::TsigKey;
 use crate::webhook::handler::EngineHandler;
 use crate::webhook::server;
 use crate::webhook::state::{Readiness, WebhookOptions, WebhookState};
@@ -654,7 +656,7 @@ fn zones_for(args: &ServeArgs, manifests: Option<&Index>) -> Result<Vec<String>>
 async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Provider>> {
     Ok(match args.provider {
         ProviderKind::Embedded => {
-            let mut config = embedded::EmbeddedConfig::new(zones.to_vec());
+            let mut config = authority::EmbeddedConfig::new(zones.to_vec());
             config.listen = args.dns_listen;
             config.tcp_limits = ConnectionLimits {
                 max_connections: args.dns_tcp_max_connections,
@@ -673,10 +675,10 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                         .map_err(|e| anyhow::anyhow!("--embedded-tsig-algorithm: {e}"))?;
                     let secret = SecretSource::pick(
                         args.embedded_tsig_secret_file.clone(),
-                        embedded::TSIG_SECRET_ENV,
+                        authority::TSIG_SECRET_ENV,
                     );
                     Some(
-                        rfc2136::TsigKey::load(name, algorithm, &secret)
+                        TsigKey::load(name, algorithm, &secret)
                             .context("loading the embedded DNS transfer TSIG key")?,
                     )
                 }
@@ -684,13 +686,13 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             config.dnssec_keys = args
                 .embedded_dnssec_keys
                 .iter()
-                .map(|path| embedded::ZoneKey::load(path).map(Arc::new))
+                .map(|path| authority::ZoneKey::load(path).map(Arc::new))
                 .collect::<Result<_, _>>()
                 .context("--embedded-dnssec-key")?;
             if !config.secondaries.is_empty() && config.transfer_key.is_none() {
                 bail!("--embedded-secondary needs --embedded-tsig-key-name (transfers are signed)");
             }
-            let server = embedded::EmbeddedDns::start(config).await?;
+            let server = authority::EmbeddedDns::start(config).await?;
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
             Arc::new(server)
         }

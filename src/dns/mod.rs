@@ -4,17 +4,11 @@
 //! named in lower case without the trailing dot. Providers translate to their wire or API format.
 
 pub(crate) mod batches;
-pub mod dnsendpoint;
-pub mod dnssec;
-pub mod embedded;
 mod http;
 pub use http::ExchangeError;
-pub mod pdns;
+pub mod provider;
 pub mod registry;
-pub mod rfc2136;
-pub mod secret;
 pub mod txt_crypto;
-pub mod webhook;
 pub(crate) mod wire;
 
 use std::fmt;
@@ -237,20 +231,20 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// A provider's failure: the provider's own error, carried as the source and shown as it is.
+/// Each provider keeps its error type and marks it [`ProviderError`], so that adding a provider
+/// does not touch this module.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Rfc2136(#[from] rfc2136::Error),
-    #[error(transparent)]
-    Pdns(#[from] pdns::Error),
-    #[error(transparent)]
-    Embedded(#[from] embedded::Error),
-    #[error(transparent)]
-    Secret(#[from] secret::Error),
-    #[error(transparent)]
-    Webhook(#[from] webhook::Error),
-    #[error(transparent)]
-    DnsEndpoint(#[from] dnsendpoint::Error),
+#[error(transparent)]
+pub struct Error(Box<dyn std::error::Error + Send + Sync>);
+
+/// A provider's error type: `?` turns it into an [`Error`].
+pub trait ProviderError: std::error::Error + Send + Sync + 'static {}
+
+impl<E: ProviderError> From<E> for Error {
+    fn from(err: E) -> Error {
+        Error(Box::new(err))
+    }
 }
 
 /// True when `name` is `zone` or below it.

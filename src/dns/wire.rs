@@ -7,6 +7,12 @@ use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 use super::{Endpoint, Targets};
 use crate::model::RecordType;
 
+/// The length of a DNS message header.
+pub(crate) const DNS_HEADER_LEN: usize = 12;
+
+/// The QR bit in the third byte of the header: set on responses.
+pub(crate) const QR_BIT: u8 = 0x80;
+
 /// The wire type of a record type.
 pub(crate) fn wire_type(record_type: RecordType) -> WireType {
     match record_type {

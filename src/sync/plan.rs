@@ -9,8 +9,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::dns::registry::{OwnershipIndex, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, Targets, zone_of};
+use crate::dns::registry::{Holder, OwnershipIndex, OwnershipLedger, TxtChange, TxtRegistry};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
 use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -176,21 +176,6 @@ impl Plan {
     }
 }
 
-/// Ownership TXT values to add and remove at one TXT name: one or two each, so vectors (a
-/// B-tree set's first node alone is some 300 bytes, and a pass keeps one edit per record).
-#[derive(Default)]
-struct TxtEdit {
-    add: Vec<String>,
-    remove: Vec<String>,
-}
-
-/// Adds `value` to `values` unless it is there.
-fn add_once(values: &mut Vec<String>, value: String) {
-    if !values.contains(&value) {
-        values.push(value);
-    }
-}
-
 /// Compute the changes that bring `current` (a full listing of the zones, ownership TXT
 /// records included) to `desired`, touching only what `owner_id` owns.
 pub fn plan(
@@ -237,16 +222,13 @@ impl<'a> Planned<'a> {
         zones: &[String],
     ) -> Planned<'a> {
         let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
-        let ownership = OwnershipIndex::from_records(current, registry);
-        let undecryptable = ownership.undecryptable().iter().cloned().collect();
+        let ledger = OwnershipLedger::new(current, registry);
+        let undecryptable = ledger.index().undecryptable().iter().cloned().collect();
         let mut planner = Planner {
-            current: Current::read(current, &zones, &ownership),
-            registry,
+            current: Current::read(current, &zones, ledger.index()),
             policy,
             zones,
-            ownership,
-            txt_edits: BTreeMap::new(),
-            kept: BTreeMap::new(),
+            ledger,
             plan: Plan {
                 undecryptable,
                 ..Plan::default()
@@ -278,9 +260,7 @@ impl<'a> Planned<'a> {
 
     /// Ownership records of ours in the listing (new format per record, legacy per name).
     pub(crate) fn owned(&self) -> usize {
-        let owner_id = self.planner.owner_id();
-        let ownership = &self.planner.ownership;
-        ownership.owned_new_format(owner_id).count() + ownership.owned_legacy_names(owner_id).len()
+        self.planner.ledger.owned()
     }
 
     /// The desired records blocked, and why.
@@ -422,29 +402,14 @@ enum Placement {
 /// What a plan is made from, and the plan as it grows, step by step.
 struct Planner<'a> {
     current: Current<'a>,
-    registry: &'a TxtRegistry,
     policy: Policy,
     zones: Vec<String>,
-    ownership: OwnershipIndex<'a>,
-    /// Ownership changes by TXT name, turned into RRset changes at the end.
-    txt_edits: BTreeMap<String, TxtEdit>,
-    /// Ownership values claimed that are already there with no other value of ours: nothing to
-    /// write, so no edit is made (a resync claims every record again).
-    kept: BTreeMap<&'a str, &'a str>,
+    /// Who owns what, and the ownership this plan claims and releases.
+    ledger: OwnershipLedger<'a>,
     plan: Plan,
 }
 
 impl Planner<'_> {
-    fn owner_id(&self) -> &str {
-        &self.registry.owner_id
-    }
-
-    fn owned_by_us(&self, name: &str, record_type: RecordType) -> bool {
-        self.ownership
-            .owner_of(name, record_type)
-            .is_some_and(|owner| owner.owner == self.owner_id())
-    }
-
     /// The desired records in canonical form (`canonical_copies[i]` for `desired[i]` when it
     /// was not), one per (name, type); the others are blocked.
     fn wanted<'d>(
@@ -480,7 +445,7 @@ impl Planner<'_> {
             .iter()
             .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), t)))
             .filter(|(name, t)| {
-                self.owned_by_us(name, *t) && !wanted.contains_key(&(name.as_str(), *t))
+                self.ledger.owned_by_us(name, *t) && !wanted.contains_key(&(name.as_str(), *t))
             })
             .collect()
     }
@@ -503,11 +468,10 @@ impl Planner<'_> {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
         for (&(name, record_type), &(index, endpoint)) in wanted {
             let record_type = &record_type;
-            let txt_name = self.registry.txt_name(name, *record_type);
-            let value = self.registry.value_for(
-                endpoint.resource.as_deref(),
-                self.ownership.registry_values(&txt_name),
-            );
+            let txt_name = self.ledger.txt_name(name, *record_type);
+            let value = self
+                .ledger
+                .value_for(&txt_name, endpoint.resource.as_deref());
             let placement = value
                 .map_err(|_| BlockReason::OwnershipNotEncrypted)
                 .and_then(|value| {
@@ -534,7 +498,7 @@ impl Planner<'_> {
                         Placement::HeldByPolicy => self.plan.held_by_policy += 1,
                         Placement::Unchanged => {}
                     }
-                    self.claim(txt_name, value);
+                    self.ledger.claim(txt_name, value);
                 }
             }
         }
@@ -561,27 +525,25 @@ impl Planner<'_> {
                 txt_name: txt_name_owned(),
             });
         }
-        let owner = self.ownership.owner_of(name, record_type);
+        let holder = self.ledger.holder(name, record_type);
         if let Some(existing) = self.current.data_record(name, record_type) {
-            return match owner {
-                Some(owner) if owner.owner == self.owner_id() => {
-                    Ok(if !differs(existing, endpoint) {
-                        Placement::Unchanged
-                    } else if self.policy.allows_update() {
-                        Placement::Update
-                    } else {
-                        Placement::HeldByPolicy
-                    })
-                }
-                Some(owner) => Err(BlockReason::OwnedByOther {
-                    owner: owner.owner.to_owned(),
+            return match holder {
+                Holder::Us => Ok(if !differs(existing, endpoint) {
+                    Placement::Unchanged
+                } else if self.policy.allows_update() {
+                    Placement::Update
+                } else {
+                    Placement::HeldByPolicy
                 }),
-                None => Err(BlockReason::ForeignRecord),
+                Holder::Other(owner) => Err(BlockReason::OwnedByOther {
+                    owner: owner.to_owned(),
+                }),
+                Holder::Nobody => Err(BlockReason::ForeignRecord),
             };
         }
-        if let Some(owner) = owner.filter(|owner| owner.owner != self.owner_id()) {
+        if let Holder::Other(owner) = holder {
             return Err(BlockReason::OwnedByOther {
-                owner: owner.owner.to_owned(),
+                owner: owner.to_owned(),
             });
         }
         let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
@@ -606,50 +568,6 @@ impl Planner<'_> {
         Ok(Placement::Create)
     }
 
-    /// Our ownership `value` at `txt_name`, replacing other values of ours there.
-    fn claim(&mut self, txt_name: String, value: String) {
-        let owner_id = self.registry.owner_id.as_str();
-        if !self.txt_edits.contains_key(&txt_name)
-            && !self.kept.contains_key(txt_name.as_str())
-            && let Some((listed_name, present)) = self.ownership.registry_entry(&txt_name)
-            && !present
-                .iter()
-                .any(|(raw, labels)| labels.owner == owner_id && *raw != value)
-            && let Some((raw, _)) = present.iter().find(|(raw, _)| *raw == value)
-        {
-            // Already there, and no other value of ours: nothing to change (the usual resync).
-            self.kept.insert(listed_name, *raw);
-            return;
-        }
-        let kept = self.kept.remove(txt_name.as_str());
-        let present = self.ownership.registry_values(&txt_name);
-        let edit = self.txt_edits.entry(txt_name).or_default();
-        for (raw, labels) in present {
-            if labels.owner == owner_id && *raw != value {
-                add_once(&mut edit.remove, (*raw).to_owned());
-            }
-        }
-        add_once(&mut edit.add, value);
-        if let Some(kept) = kept {
-            add_once(&mut edit.add, kept.to_owned());
-        }
-    }
-
-    /// Removes every ownership value of ours at `txt_name`.
-    fn release(&mut self, txt_name: &str) {
-        // A value claimed and kept stays: releasing ours there and adding it back is no change.
-        if self.kept.contains_key(txt_name) {
-            return;
-        }
-        let owner_id = self.registry.owner_id.as_str();
-        let edit = self.txt_edits.entry(txt_name.to_string()).or_default();
-        for (raw, labels) in self.ownership.registry_values(txt_name) {
-            if labels.owner == owner_id {
-                add_once(&mut edit.remove, (*raw).to_owned());
-            }
-        }
-    }
-
     /// Deletes of our unwanted records, each releasing its ownership (unless the policy holds
     /// deletes back).
     fn delete_unwanted(&mut self, unwanted: &BTreeSet<(String, RecordType)>) -> Vec<Endpoint> {
@@ -662,48 +580,28 @@ impl Planner<'_> {
             if let Some(record) = self.current.data_record(name, *record_type) {
                 deletes.push(record.clone());
             }
-            self.release(&self.registry.txt_name(name, *record_type));
+            let txt_name = self.ledger.txt_name(name, *record_type);
+            self.ledger.release(&txt_name);
         }
         deletes
     }
 
-    /// Ownership records of ours that cover nothing any more: legacy ones at names we no longer
-    /// publish anything at, and new-format ones whose record is gone and not wanted.
+    /// Ownership records of ours that cover nothing any more (the ledger decides which).
     fn release_orphaned_ownership(
         &mut self,
         wanted: &Wanted<'_>,
         unwanted: &BTreeSet<(String, RecordType)>,
     ) {
-        let owner_id = self.owner_id();
-        let mut orphans: Vec<String> = Vec::new();
-        for name in self.ownership.owned_legacy_names(owner_id) {
-            if !wants_name(wanted, name) && zone_of(name, &self.zones).is_some() {
-                let still_published = RecordType::ALL.into_iter().any(|t| {
-                    self.owned_by_us(name, t)
-                        && self.current.data_record(name, t).is_some()
-                        && !self.deleting(unwanted, name, t)
-                });
-                if !still_published {
-                    orphans.push(name.to_string());
-                }
-            }
-        }
-        for ((registry_name, record_type), owner) in self.ownership.owned_new_format(owner_id) {
-            let in_use = self
-                .registry
-                .record_names(registry_name)
-                .iter()
-                .any(|name| {
-                    wanted.contains_key(&(name.as_str(), record_type))
-                        || self.current.data_record(name, record_type).is_some()
-                });
-            if !in_use && zone_of(owner.txt_name, &self.zones).is_some() {
-                orphans.push(owner.txt_name.to_owned());
-            }
-        }
-        for txt_name in orphans {
-            self.release(&txt_name);
-        }
+        let current = &self.current;
+        let deletes = self.policy.allows_delete();
+        let deleting = |name: &str, t| deletes && unwanted.contains(&(name.to_string(), t));
+        self.ledger.release_orphans(
+            &self.zones,
+            |name| wants_name(wanted, name),
+            |name, t| wanted.contains_key(&(name, t)),
+            |name, t| current.data_record(name, t).is_some(),
+            |name, t| current.data_record(name, t).is_some() && !deleting(name, t),
+        );
     }
 
     /// The plan: ownership written before the records it covers and removed after them, so a
@@ -726,46 +624,20 @@ impl Planner<'_> {
         self.plan
     }
 
-    /// The ownership edits as RRset changes: creates, updates and deletes of TXT records.
+    /// The ownership edits as RRset changes: creates, updates and deletes of TXT records,
+    /// the updates and deletes as the policy allows.
     fn ownership_changes(&mut self) -> (Vec<Endpoint>, Vec<Endpoint>, Vec<Endpoint>) {
         let (mut creates, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
-        for (txt_name, edit) in std::mem::take(&mut self.txt_edits) {
-            let existing = self.current.record(&txt_name, RecordType::TXT);
-            let before: Targets = existing.map(|r| r.targets.clone()).unwrap_or_default();
-            let after: Targets = before
-                .iter()
-                .filter(|value| !edit.remove.contains(*value))
-                .cloned()
-                .chain(edit.add)
-                .collect();
-            if after == before {
-                continue;
-            }
-            match existing {
-                None => creates.push(Endpoint {
-                    dns_name: txt_name,
-                    record_type: RecordType::TXT,
-                    targets: after,
-                    ttl: Some(DEFAULT_TTL),
-                    resource: None,
-                }),
-                Some(existing) if after.is_empty() => {
-                    if self.policy.allows_delete() {
-                        deletes.push(existing.clone());
-                    } else {
-                        self.plan.held_by_policy += 1;
-                    }
-                }
-                Some(existing) => {
-                    if self.policy.allows_update() {
-                        updates.push(Endpoint {
-                            targets: after,
-                            ..existing.clone()
-                        });
-                    } else {
-                        self.plan.held_by_policy += 1;
-                    }
-                }
+        let current = &self.current;
+        for change in self
+            .ledger
+            .changes(|txt_name| current.record(txt_name, RecordType::TXT))
+        {
+            match change {
+                TxtChange::Create(record) => creates.push(record),
+                TxtChange::Delete(record) if self.policy.allows_delete() => deletes.push(record),
+                TxtChange::Update(record) if self.policy.allows_update() => updates.push(record),
+                TxtChange::Delete(_) | TxtChange::Update(_) => self.plan.held_by_policy += 1,
             }
         }
         (creates, updates, deletes)

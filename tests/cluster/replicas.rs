@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_dns::dns::rfc2136::Rfc2136Provider;
+use gateway_dns::dns::provider::rfc2136::Rfc2136Provider;
 use gateway_dns::index::Index;
 use gateway_dns::leader::{LeaderConfig, LeaderElection};
 use gateway_dns::metrics::Metrics;

@@ -3,11 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gateway_dns::dns::rfc2136::{Rfc2136Config, Rfc2136Provider, TsigKey};
+use gateway_dns::dns::provider::rfc2136::{Rfc2136Config, Rfc2136Provider};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::Metrics;
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{self, Policy, SyncConfig, Syncer};
+use gateway_dns::tsig::TsigKey;
 use tokio::sync::Notify;
 
 use crate::support::bind::{Bind, KEY_NAME};

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::dns::Endpoint;
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns, ZoneKey};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
@@ -159,7 +159,7 @@ async fn delv_validates_answers_and_dnssec_verify_accepts_the_transferred_zone()
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.secondaries = vec![([127, 0, 0, 1], bind_port).into()];
         config.transfer_key = Some(
-            gateway_dns::dns::rfc2136::TsigKey::from_base64(
+            gateway_dns::tsig::TsigKey::from_base64(
                 KEY_NAME,
                 "hmac-sha256".parse().unwrap(),
                 SECRET,

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::metrics::{ChangeAction, Metrics};
 use gateway_dns::model::RecordType;

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use gateway_dns::dns::pdns::{PdnsConfig, PdnsProvider};
+use gateway_dns::dns::provider::pdns::{PdnsConfig, PdnsProvider};
 use gateway_dns::dns::{Endpoint, Provider};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{Policy, SyncConfig, Syncer};

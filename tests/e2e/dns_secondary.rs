@@ -6,8 +6,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::dns::Endpoint;
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{SyncConfig, Syncer};
 
@@ -64,12 +64,8 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.secondaries = vec![bind_addr];
     config.transfer_key = Some(
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
-            KEY_NAME,
-            "hmac-sha256".parse().unwrap(),
-            SECRET,
-        )
-        .unwrap(),
+        gateway_dns::tsig::TsigKey::from_base64(KEY_NAME, "hmac-sha256".parse().unwrap(), SECRET)
+            .unwrap(),
     );
     let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
     let primary = server.local_addr();

@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex};
 
 use gateway_dns::dns::Endpoint;
+use gateway_dns::dns::provider::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::registry::{TxtRegistry, Value};
-use gateway_dns::dns::rfc2136::Rfc2136Provider;
 use gateway_dns::dns::txt_crypto::TxtCipher;
 use gateway_dns::model::RecordType;
 use gateway_dns::sync::{BlockReason, SyncConfig, Syncer};

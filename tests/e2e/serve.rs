@@ -291,8 +291,9 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("cluster.yaml"), CONFLICT_CLUSTER).unwrap();
     let index = engine_index(work.path());
-    let provider =
-        Arc::new(gateway_dns::dns::rfc2136::Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let provider = Arc::new(
+        gateway_dns::dns::provider::rfc2136::Rfc2136Provider::new(bind.provider_config()).unwrap(),
+    );
     let metrics = Arc::new(Metrics::new());
     let syncer = Syncer::new(
         provider,

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
 use gateway_dns::metrics::Metrics;
 use gateway_dns::webhook::server::{self, ListenerOptions};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

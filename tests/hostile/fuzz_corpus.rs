@@ -7,8 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-use gateway_dns::dns::embedded::{EmbeddedConfig, EmbeddedDns};
-use gateway_dns::dns::pdns::{api_error_message, zone_endpoints};
+use gateway_dns::authority::{EmbeddedConfig, EmbeddedDns};
+use gateway_dns::dns::provider::pdns::{api_error_message, zone_endpoints};
 use gateway_dns::dns::{Changes, Endpoint, Provider};
 use gateway_dns::engine::Config;
 use gateway_dns::index::Snapshot;
@@ -90,7 +90,7 @@ async fn embedded_dns_answers_every_corpus_packet_within_its_transport() {
     config.listen = SocketAddr::from((LOOPBACK, 0));
     config.secondaries = vec![SocketAddr::from((LOOPBACK, 9))];
     config.transfer_key = Some(
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+        gateway_dns::tsig::TsigKey::from_base64(
             "transfer",
             "hmac-sha256".parse().unwrap(),
             "c2VjcmV0LWZvci10aGUtZnV6emVy",

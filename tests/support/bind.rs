@@ -273,8 +273,8 @@ zone "{zone}" {{
         [("GATEWAY_DNS_RFC2136_TSIG_SECRET", SECRET)]
     }
 
-    pub fn tsig_key(&self) -> gateway_dns::dns::rfc2136::TsigKey {
-        gateway_dns::dns::rfc2136::TsigKey::from_base64(
+    pub fn tsig_key(&self) -> gateway_dns::tsig::TsigKey {
+        gateway_dns::tsig::TsigKey::from_base64(
             KEY_NAME,
             self.algorithm.parse().expect("algorithm"),
             SECRET,
@@ -282,8 +282,8 @@ zone "{zone}" {{
         .expect("tsig key")
     }
 
-    pub fn provider_config(&self) -> gateway_dns::dns::rfc2136::Rfc2136Config {
-        gateway_dns::dns::rfc2136::Rfc2136Config::new(
+    pub fn provider_config(&self) -> gateway_dns::dns::provider::rfc2136::Rfc2136Config {
+        gateway_dns::dns::provider::rfc2136::Rfc2136Config::new(
             self.addr(),
             vec![self.zone.clone()],
             Some(self.tsig_key()),

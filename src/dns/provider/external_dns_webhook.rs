@@ -24,8 +24,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
-use super::http::{self, ExchangeError, HttpClient};
-use super::{Changes, Endpoint, Provider, Targets, in_zone};
+use crate::dns::http::{self, ExchangeError, HttpClient};
+use crate::dns::{Changes, Endpoint, Provider, Targets, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -36,7 +36,7 @@ pub const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
-pub struct WebhookConfig {
+pub struct ExternalDnsWebhookConfig {
     /// Base URL of the webhook provider, e.g. `http://127.0.0.1:8888`.
     pub url: String,
     /// Zones managed (lower-case, no trailing dot).
@@ -47,9 +47,9 @@ pub struct WebhookConfig {
     pub connect_attempts: u32,
 }
 
-impl WebhookConfig {
+impl ExternalDnsWebhookConfig {
     pub fn new(url: impl Into<String>, zones: Vec<String>) -> Self {
-        WebhookConfig {
+        ExternalDnsWebhookConfig {
             url: url.into(),
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             timeout: Duration::from_secs(30),
@@ -102,6 +102,8 @@ pub enum Error {
         record_type: RecordType,
     },
 }
+
+impl crate::dns::ProviderError for Error {}
 
 /// external-dns's endpoint, as the protocol carries it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -164,8 +166,8 @@ struct DomainFilter {
     regex_exclude: Option<String>,
 }
 
-pub struct WebhookProvider {
-    config: WebhookConfig,
+pub struct ExternalDnsWebhookProvider {
+    config: ExternalDnsWebhookConfig,
     base: String,
     client: HttpClient,
     /// The last listing, by (name, type): an update names the record it replaces
@@ -173,12 +175,12 @@ pub struct WebhookProvider {
     listed: Mutex<BTreeMap<(String, RecordType), WireEndpoint>>,
 }
 
-impl WebhookProvider {
+impl ExternalDnsWebhookProvider {
     /// Connects: negotiates at `GET /` and checks that the provider's domain filter covers every
     /// managed zone whole.
-    pub async fn connect(config: WebhookConfig) -> Result<Self, Error> {
+    pub async fn connect(config: ExternalDnsWebhookConfig) -> Result<Self, Error> {
         let base = http::http_base(&config.url).ok_or_else(|| Error::BadUrl(config.url.clone()))?;
-        let provider = WebhookProvider {
+        let provider = ExternalDnsWebhookProvider {
             config,
             base,
             client: Client::builder(TokioExecutor::new()).build_http(),
@@ -465,20 +467,23 @@ fn unquote_txt(text: &str) -> String {
     }
 }
 
-impl Provider for WebhookProvider {
+impl Provider for ExternalDnsWebhookProvider {
     fn name(&self) -> &'static str {
         "webhook"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move { Ok(self.apply_changes(changes).await?) })
     }
 
-    fn adjust(&self, desired: Vec<Endpoint>) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn adjust(
+        &self,
+        desired: Vec<Endpoint>,
+    ) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move { Ok(self.adjust_endpoints(desired).await?) })
     }
 
@@ -503,10 +508,10 @@ mod tests {
         let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = probe.local_addr().unwrap();
         drop(probe);
-        let mut config = WebhookConfig::new(format!("http://{addr}"), zones());
+        let mut config = ExternalDnsWebhookConfig::new(format!("http://{addr}"), zones());
         config.connect_attempts = 1;
         assert!(matches!(
-            WebhookProvider::connect(config.clone()).await,
+            ExternalDnsWebhookProvider::connect(config.clone()).await,
             Err(Error::Exchange {
                 source: ExchangeError::Connect(_),
                 ..
@@ -526,7 +531,7 @@ mod tests {
             socket.write_all(answer.as_bytes()).await.unwrap();
         });
         config.connect_attempts = 10;
-        let provider = WebhookProvider::connect(config).await;
+        let provider = ExternalDnsWebhookProvider::connect(config).await;
         assert!(provider.is_ok(), "{:?}", provider.err());
         server.await.unwrap();
     }

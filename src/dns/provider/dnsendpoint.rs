@@ -27,8 +27,8 @@ use kube::api::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::registry::{Covers, TxtRegistry, Value};
-use super::{Changes, Endpoint, Provider, Targets, in_zone};
+use crate::dns::registry::{Covers, TxtRegistry, Value};
+use crate::dns::{Changes, Endpoint, Provider, Targets, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
@@ -72,6 +72,8 @@ pub enum Error {
         source: serde_json::Error,
     },
 }
+
+impl crate::dns::ProviderError for Error {}
 
 /// external-dns's endpoint in a DNSEndpoint's `spec.endpoints`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -336,11 +338,11 @@ impl Provider for DnsEndpointProvider {
         "dnsendpoint"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move { Ok(self.apply_changes(changes).await?) })
     }
 

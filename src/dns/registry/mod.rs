@@ -14,6 +14,9 @@
 //! `--txt-wildcard-replacement` for a leading `*`, and `--txt-encrypt-enabled` (the value
 //! encrypted, see [`super::txt_crypto`]).
 
+mod ledger;
+pub use ledger::{Holder, OwnershipLedger, TxtChange};
+
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 

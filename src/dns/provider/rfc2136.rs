@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,7 +23,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use hickory_proto::op::update_message::UpdateMessage;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
 use hickory_proto::rr::{
     DNSClass, Name, RData, Record, RecordType as WireType, TSigVerifier, TSigner,
 };
@@ -34,124 +32,17 @@ use tokio::time::timeout;
 
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
+use crate::tsig::TsigKey;
 
-use super::batches::HalvingBatches;
-use super::secret::SecretSource;
-use super::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
-use super::{Changes, Endpoint, Provider, zone_of};
+use crate::dns::batches::HalvingBatches;
+use crate::dns::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
+use crate::dns::{Changes, Endpoint, Provider, zone_of};
 
 /// Environment variable read for the TSIG secret when no secret file is given.
 pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
 
-/// Clock skew the server may accept (seconds), as `nsupdate` uses.
-const TSIG_FUDGE: u16 = 300;
 /// Upper bound on AXFR messages for one zone (guards against a server that never ends).
 const MAX_AXFR_MESSAGES: usize = 1_000_000;
-
-/// TSIG algorithms we sign with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TsigAlgorithmName {
-    HmacSha256,
-    HmacSha384,
-    HmacSha512,
-}
-
-impl TsigAlgorithmName {
-    pub(crate) fn to_hickory(self) -> TsigAlgorithm {
-        match self {
-            TsigAlgorithmName::HmacSha256 => TsigAlgorithm::HmacSha256,
-            TsigAlgorithmName::HmacSha384 => TsigAlgorithm::HmacSha384,
-            TsigAlgorithmName::HmacSha512 => TsigAlgorithm::HmacSha512,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TsigAlgorithmName::HmacSha256 => "hmac-sha256",
-            TsigAlgorithmName::HmacSha384 => "hmac-sha384",
-            TsigAlgorithmName::HmacSha512 => "hmac-sha512",
-        }
-    }
-}
-
-impl fmt::Display for TsigAlgorithmName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for TsigAlgorithmName {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim_end_matches('.').to_ascii_lowercase().as_str() {
-            "hmac-sha256" => Ok(TsigAlgorithmName::HmacSha256),
-            "hmac-sha384" => Ok(TsigAlgorithmName::HmacSha384),
-            "hmac-sha512" => Ok(TsigAlgorithmName::HmacSha512),
-            _ => Err(Error::UnsupportedAlgorithm(s.to_string())),
-        }
-    }
-}
-
-/// A TSIG key: its name as the server knows it, the algorithm, the raw secret.
-#[derive(Clone)]
-pub struct TsigKey {
-    pub name: String,
-    pub algorithm: TsigAlgorithmName,
-    pub secret: Vec<u8>,
-}
-
-impl fmt::Debug for TsigKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TsigKey")
-            .field("name", &self.name)
-            .field("algorithm", &self.algorithm)
-            .field("secret", &"<redacted>")
-            .finish()
-    }
-}
-
-impl TsigKey {
-    /// Key whose base64 secret is read from a file or an environment variable.
-    pub fn load(
-        name: &str,
-        algorithm: TsigAlgorithmName,
-        secret: &SecretSource,
-    ) -> Result<Self, super::Error> {
-        Ok(Self::from_base64(name, algorithm, &secret.load()?)?)
-    }
-
-    /// The signer (and verifier) of messages with this key.
-    pub fn signer(&self) -> Result<TSigner, Error> {
-        let name = wire_name(&self.name).map_err(|_| Error::BadKeyName(self.name.clone()))?;
-        TSigner::new(
-            self.secret.clone(),
-            self.algorithm.to_hickory(),
-            name,
-            TSIG_FUDGE,
-        )
-        .map_err(|_| Error::UnsupportedAlgorithm(self.algorithm.to_string()))
-    }
-
-    /// `secret_base64` as in a BIND `key` statement or `tsig-keygen` output.
-    pub fn from_base64(
-        name: &str,
-        algorithm: TsigAlgorithmName,
-        secret_base64: &str,
-    ) -> Result<Self, Error> {
-        let secret = data_encoding::BASE64
-            .decode(secret_base64.trim().as_bytes())
-            .map_err(|_| Error::BadSecret)?;
-        if secret.is_empty() {
-            return Err(Error::BadSecret);
-        }
-        Ok(TsigKey {
-            name: name.trim_end_matches('.').to_string(),
-            algorithm,
-            secret,
-        })
-    }
-}
 
 /// A DNS server as `HOST:PORT` (`[v6]:PORT` for an IPv6 literal; the port defaults to 53). A
 /// host name is looked up at every connection, so the sync follows a Service or a server whose
@@ -296,12 +187,8 @@ impl ZoneCache {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("unsupported TSIG algorithm {0:?} (use hmac-sha256, hmac-sha384 or hmac-sha512)")]
-    UnsupportedAlgorithm(String),
-    #[error("TSIG secret is not valid base64")]
-    BadSecret,
-    #[error("TSIG key name {0:?} is not a valid DNS name")]
-    BadKeyName(String),
+    #[error(transparent)]
+    Tsig(#[from] crate::tsig::Error),
     #[error("cannot reach DNS server {server}: {source}")]
     Connect {
         server: ServerAddress,
@@ -346,6 +233,8 @@ pub enum Error {
     #[error(transparent)]
     InvalidTarget(#[from] InvalidTarget),
 }
+
+impl crate::dns::ProviderError for Error {}
 
 /// One RRset operation in an UPDATE message.
 enum Operation<'a> {
@@ -802,11 +691,11 @@ impl Provider for Rfc2136Provider {
         "rfc2136"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move { Ok(self.list().await?) })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move {
             let result = self.apply_changes(changes).await;
             if result.is_err() {
@@ -854,24 +743,6 @@ fn unix_now() -> u64 {
 mod tests {
     use super::*;
     use crate::model::RecordType;
-
-    #[test]
-    fn algorithm_names_parse() {
-        assert_eq!(
-            "HMAC-SHA512.".parse::<TsigAlgorithmName>().unwrap(),
-            TsigAlgorithmName::HmacSha512
-        );
-        assert!("hmac-md5".parse::<TsigAlgorithmName>().is_err());
-    }
-
-    #[test]
-    fn secret_must_be_base64_and_is_not_printed() {
-        assert!(TsigKey::from_base64("k", TsigAlgorithmName::HmacSha256, "not base64!").is_err());
-        let key = TsigKey::from_base64("k.", TsigAlgorithmName::HmacSha256, "c2VjcmV0").unwrap();
-        assert_eq!(key.secret, b"secret");
-        assert_eq!(key.name, "k");
-        assert!(!format!("{key:?}").contains("secret\""));
-    }
 
     #[test]
     fn update_message_layout() {

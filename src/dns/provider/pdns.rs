@@ -13,12 +13,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
-use super::batches::HalvingBatches;
-use super::http::{self, ExchangeError, HttpClient};
-use super::secret::SecretSource;
-use super::{Changes, Endpoint, Provider, Targets, zone_of};
+use crate::dns::batches::HalvingBatches;
+use crate::dns::http::{self, ExchangeError, HttpClient};
+use crate::dns::{Changes, Endpoint, Provider, Targets, zone_of};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
+use crate::secret::SecretSource;
 
 /// Environment variable read for the API key when no key file is given.
 pub const API_KEY_ENV: &str = "GATEWAY_DNS_PDNS_API_KEY";
@@ -71,7 +71,7 @@ impl PdnsConfig {
         api_url: impl Into<String>,
         api_key: &SecretSource,
         zones: Vec<String>,
-    ) -> Result<Self, super::Error> {
+    ) -> Result<Self, Error> {
         Ok(Self::new(api_url, api_key.load()?, zones))
     }
 }
@@ -80,6 +80,8 @@ impl PdnsConfig {
 pub enum Error {
     #[error("PowerDNS API URL {0:?} is not a valid http:// URL")]
     BadUrl(String),
+    #[error(transparent)]
+    Secret(#[from] crate::secret::Error),
     #[error("PowerDNS API at {url}: {source}")]
     Exchange { url: String, source: ExchangeError },
     #[error("PowerDNS API refused {method} {url}: HTTP {status}: {message}")]
@@ -105,6 +107,8 @@ pub enum Error {
         first: Box<Error>,
     },
 }
+
+impl crate::dns::ProviderError for Error {}
 
 pub struct PdnsProvider {
     config: PdnsConfig,
@@ -296,7 +300,7 @@ impl Provider for PdnsProvider {
         "pdns"
     }
 
-    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, super::Error>> {
+    fn records(&self) -> BoxFuture<'_, Result<Vec<Endpoint>, crate::dns::Error>> {
         Box::pin(async move {
             let mut all = Vec::new();
             for zone in &self.config.zones {
@@ -306,7 +310,7 @@ impl Provider for PdnsProvider {
         })
     }
 
-    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), super::Error>> {
+    fn apply<'a>(&'a self, changes: &'a Changes) -> BoxFuture<'a, Result<(), crate::dns::Error>> {
         Box::pin(async move { Ok(self.apply_changes(changes).await?) })
     }
 
