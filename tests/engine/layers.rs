@@ -199,3 +199,187 @@ fn the_reference_reader_finds_plain_grouped_and_nested_paths() {
         "let a = 1;"
     );
 }
+
+/// A module's path below the crate for a file below `src/` (`source/kube/feed.rs` is
+/// `source::kube::feed`, `source/kube/mod.rs` is `source::kube`).
+fn module_path(relative: &str) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts.last().is_some_and(|last| last == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every path that starts with `crate::` or `super::` in `code`, resolved to the crate's
+/// module path from `module` (the file's own; not a mod.rs, whose `super` is one folder
+/// higher), with each item of a braced group its own path.
+fn referenced_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let parent = module[..module.len().saturating_sub(1)].to_vec();
+    for (root, base) in [("crate::", Vec::new()), ("super::", parent)] {
+        let mut rest = code;
+        while let Some(at) = rest.find(root) {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + root.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut path = base.clone();
+            let mut tail = rest;
+            loop {
+                let name: String = tail
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.is_empty() {
+                    break;
+                }
+                path.push(name.clone());
+                tail = &tail[name.len()..];
+                match tail.strip_prefix("::") {
+                    Some(next) => tail = next,
+                    None => break,
+                }
+            }
+            if let Some(group) = tail.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let first: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !first.is_empty() && first != "self" {
+                        let mut grouped = path.clone();
+                        grouped.push(first);
+                        found.push(grouped);
+                    }
+                }
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// The cycles among the files and subfolders of each folder of `src/`, as `folder: a -> b -> a`.
+/// A mod.rs, which declares and re-exports its folder's files, is not a node.
+fn folder_cycles() -> Vec<String> {
+    let src = crate_dir().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    // folder → node → the nodes it imports.
+    let mut graph: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for path in &files {
+        let relative = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative == "lib.rs" || relative == "main.rs" || relative.ends_with("mod.rs") {
+            continue;
+        }
+        let module = module_path(&relative);
+        let code = code_of(&std::fs::read_to_string(path).unwrap());
+        for target in referenced_paths(&code, &module) {
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let (Some(from), Some(to)) = (module.get(common), target.get(common)) else {
+                continue;
+            };
+            let folder = module[..common].join("/");
+            let base = if folder.is_empty() {
+                src.clone()
+            } else {
+                src.join(&folder)
+            };
+            // Only a file or subfolder of the folder is a node; an item of its mod.rs is not.
+            if !base.join(format!("{to}.rs")).is_file() && !base.join(to).is_dir() {
+                continue;
+            }
+            graph
+                .entry(folder)
+                .or_default()
+                .entry(from.clone())
+                .or_default()
+                .insert(to.clone());
+        }
+    }
+    let mut cycles = Vec::new();
+    for (folder, edges) in &graph {
+        // Depth-first search; a node met again on the current path closes a cycle.
+        fn visit(
+            node: &str,
+            edges: &BTreeMap<String, BTreeSet<String>>,
+            path: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+            cycles: &mut Vec<Vec<String>>,
+        ) {
+            if let Some(at) = path.iter().position(|n| n == node) {
+                let mut cycle = path[at..].to_vec();
+                cycle.push(node.to_string());
+                cycles.push(cycle);
+                return;
+            }
+            if !done.insert(node.to_string()) {
+                return;
+            }
+            path.push(node.to_string());
+            for next in edges.get(node).into_iter().flatten() {
+                visit(next, edges, path, done, cycles);
+            }
+            path.pop();
+        }
+        let mut found = Vec::new();
+        let mut done = BTreeSet::new();
+        for node in edges.keys() {
+            visit(node, edges, &mut Vec::new(), &mut done, &mut found);
+        }
+        let folder = if folder.is_empty() { "src" } else { folder };
+        cycles.extend(
+            found
+                .into_iter()
+                .map(|cycle| format!("{folder}: {}", cycle.join(" -> "))),
+        );
+    }
+    cycles
+}
+
+#[test]
+fn no_folder_has_an_import_cycle() {
+    let cycles = folder_cycles();
+    assert!(
+        cycles.is_empty(),
+        "imports that run in a circle inside a folder:\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn paths_resolve_from_the_file_that_names_them() {
+    let module: Vec<String> = ["source", "kube", "feed"].map(String::from).to_vec();
+    let code = "use super::state::{Shared, lock};\nuse crate::index::Index;\n\
+                use super::{discovery::api_resource, watcher};";
+    let found: Vec<String> = referenced_paths(code, &module)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "index::Index",
+            "source::kube::state::Shared",
+            "source::kube::state::lock",
+            "source::kube::discovery",
+            "source::kube::watcher",
+        ]
+    );
+}
