@@ -24,7 +24,7 @@ mod webhook_support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest, Verdict};
+use gateway_dns::webhook::review::{AdmissionAnswer, AdmissionHandler, AdmissionRequest};
 use gateway_dns::webhook::state::WebhookOptions;
 use hyper::http::{Method, StatusCode};
 use serde_json::Value;
@@ -212,7 +212,7 @@ impl AdmissionHandler for TimedHandler {
         self.inner.is_quick(request)
     }
 
-    fn handle(&self, request: &AdmissionRequest) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> AdmissionAnswer {
         use std::sync::atomic::Ordering::Relaxed;
         let sampled = self.recording.load(Relaxed)
             && CALLS_ON_THIS_THREAD.with(|calls| {
@@ -224,12 +224,12 @@ impl AdmissionHandler for TimedHandler {
             return self.inner.handle(request);
         }
         let started = Instant::now();
-        let verdict = self.inner.handle(request);
+        let answer = self.inner.handle(request);
         let elapsed = started.elapsed();
         if let Ok(mut samples) = self.samples.lock() {
             samples.push(elapsed);
         }
-        verdict
+        answer
     }
 }
 
@@ -385,8 +385,8 @@ fn main() {
         let (mut allowed, mut denied, mut warned) = (0, 0, 0);
         for review in &workload.reviews {
             let request = AdmissionRequest::from_value(&review["request"]).expect("bench review");
-            let verdict = workload.handler.handle(&request);
-            match (verdict.allowed, verdict.warnings.is_empty()) {
+            let answer = workload.handler.handle(&request);
+            match (answer.allowed, answer.warnings.is_empty()) {
                 (false, _) => denied += 1,
                 (true, false) => warned += 1,
                 (true, true) => allowed += 1,
@@ -593,17 +593,17 @@ async fn in_process_costs(workload: &Workload, bodies: &[Vec<u8>]) {
         })
         .collect();
     decode_calls.sort_unstable();
-    let verdicts: Vec<Verdict> = requests
+    let answers: Vec<AdmissionAnswer> = requests
         .iter()
         .map(|request| workload.handler.handle(request))
         .collect();
     let allocated_before = allocations();
     let started = Instant::now();
     for i in 0..REQUESTS {
-        let k = i % verdicts.len();
+        let k = i % answers.len();
         std::hint::black_box(gateway_dns::webhook::encode::encode_review_response(
             &requests[k].uid,
-            &verdicts[k],
+            &answers[k],
         ));
     }
     let encode = started.elapsed() / REQUESTS as u32;

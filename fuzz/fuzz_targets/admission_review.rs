@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use gateway_dns::engine::Config;
 use gateway_dns::index::Snapshot;
 use gateway_dns::source::files::parse_text;
-use gateway_dns::webhook::handler::{decide_request, verdict};
+use gateway_dns::webhook::handler::{decide_request, answer};
 use gateway_dns::webhook::encode::encode_review_response;
 use gateway_dns::webhook::review::parse_review;
 use libfuzzer_sys::fuzz_target;
@@ -38,7 +38,7 @@ fuzz_target!(|body: &[u8]| {
         return;
     };
     let decision = decide_request(snapshot(), &request);
-    let answer = encode_review_response(&request.uid, &verdict(decision));
+    let answer = encode_review_response(&request.uid, &answer(decision));
     // The answer goes back to the API server: it must be JSON and carry the request's uid.
     let value: serde_json::Value = match serde_json::from_slice(&answer) {
         Ok(value) => value,

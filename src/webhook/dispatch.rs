@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::Uri;
 use tokio::time::Instant as TokioInstant;
 
-use super::review::{AdmissionRequest, Verdict};
+use super::review::{AdmissionAnswer, AdmissionRequest};
 use super::state::WebhookState;
 use crate::metrics::EvaluationErrorKind;
 
@@ -25,7 +25,7 @@ pub(super) async fn answer_within_deadline(
     review: &AdmissionRequest<'_>,
     uri: &Uri,
     arrived: TokioInstant,
-) -> Verdict {
+) -> AdmissionAnswer {
     let deadline = effective_deadline(state.options.admission_deadline, uri);
     // A quick decision still takes a slot: the slot limit holds for every review. With no
     // slot free it waits like any other, until its deadline.
@@ -57,8 +57,8 @@ pub(super) async fn answer_within_deadline(
 /// A decision the handler calls quick runs right on the request's task: it takes
 /// microseconds, and handing it to a blocking thread (a wake-up each way, dozens of threads on
 /// a small machine) cost several times the decision itself. It runs only with a free slot and
-/// never waits; a panic becomes an "allowed" verdict with a warning and a metric.
-fn handle_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> Verdict {
+/// never waits; a panic becomes an "allowed" answer with a warning and a metric.
+fn handle_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> AdmissionAnswer {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         state.handler.handle(request)
     }));
@@ -67,13 +67,13 @@ fn handle_inline(state: &WebhookState, request: &AdmissionRequest<'_>) -> Verdic
 
 /// Runs the handler on the blocking pool within the deadline, where an overrun cannot stall
 /// the server and the deadline answer always goes out; every failure mode becomes an
-/// "allowed" verdict with a warning and a metric.
+/// "allowed" answer with a warning and a metric.
 async fn evaluate_on_blocking_pool(
     state: &WebhookState,
     request: AdmissionRequest<'static>,
     deadline_at: TokioInstant,
     deadline: Duration,
-) -> Verdict {
+) -> AdmissionAnswer {
     // A free slot is the common case: take it without arming a timer.
     let slot = match state.evaluation_slots.clone().try_acquire_owned() {
         Ok(permit) => Ok(Ok(permit)),
@@ -93,7 +93,7 @@ async fn evaluate_on_blocking_pool(
                 max_in_flight = state.options.max_in_flight,
                 "no evaluation slot before the deadline; allowing"
             );
-            return Verdict::allow_with_warnings(vec![format!(
+            return AdmissionAnswer::allow_with_warnings(vec![format!(
                 "EvaluationOverloaded: gateway-dns was too busy to evaluate this in {}; allowed",
                 human_duration(deadline)
             )]);
@@ -106,14 +106,14 @@ async fn evaluate_on_blocking_pool(
         handler.handle(&request)
     });
     match tokio::time::timeout_at(deadline_at, evaluation).await {
-        Ok(Ok(verdict)) => verdict,
+        Ok(Ok(answer)) => answer,
         Ok(Err(join_error)) => handler_failed(state, &join_error),
         Err(_) => {
             state
                 .metrics
                 .record_evaluation_error(EvaluationErrorKind::Timeout);
             tracing::warn!(deadline = ?deadline, "admission handler overran the deadline; allowing");
-            Verdict::allow_with_warnings(vec![format!(
+            AdmissionAnswer::allow_with_warnings(vec![format!(
                 "EvaluationTimeout: gateway-dns did not finish in {}; allowed",
                 human_duration(deadline)
             )])
@@ -121,12 +121,12 @@ async fn evaluate_on_blocking_pool(
     }
 }
 
-fn handler_failed(state: &WebhookState, error: &dyn std::fmt::Display) -> Verdict {
+fn handler_failed(state: &WebhookState, error: &dyn std::fmt::Display) -> AdmissionAnswer {
     state
         .metrics
         .record_evaluation_error(EvaluationErrorKind::Panic);
     tracing::error!(%error, "admission handler failed; allowing");
-    Verdict::allow_with_warnings(vec![
+    AdmissionAnswer::allow_with_warnings(vec![
         "EvaluationError: gateway-dns failed while evaluating this object; allowed".to_string(),
     ])
 }

@@ -1,4 +1,4 @@
-//! The AdmissionReview response: written by hand from a [`Verdict`] on every answer, with the
+//! The AdmissionReview response: written by hand from a [`AdmissionAnswer`] on every answer, with the
 //! warnings kept within what kube-apiserver accepts.
 
 use std::borrow::Cow;
@@ -6,12 +6,12 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::review::{API_VERSION, Cause, KIND, Verdict};
+use super::review::{API_VERSION, AdmissionAnswer, Cause, KIND};
 
 /// kube-apiserver ignores warnings past 4096 characters in total; we never send more.
 pub const MAX_WARNINGS_BYTES: usize = 4096;
 
-/// The response document, serialized straight from the verdict.
+/// The response document, serialized straight from the answer.
 #[derive(Serialize)]
 struct ReviewOut<'a> {
     #[serde(rename = "apiVersion")]
@@ -48,9 +48,9 @@ struct DetailsOut<'a> {
     causes: &'a [Cause],
 }
 
-fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
-    let status = (!verdict.allowed).then(|| {
-        let (message, causes) = denial_parts(verdict);
+fn review_out<'a>(uid: &'a str, answer: &'a AdmissionAnswer) -> ReviewOut<'a> {
+    let status = (!answer.allowed).then(|| {
+        let (message, causes) = denial_parts(answer);
         StatusOut {
             metadata: EmptyObject {},
             status: "Failure",
@@ -65,8 +65,8 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
         kind: KIND,
         response: ResponseOut {
             uid,
-            allowed: verdict.allowed,
-            warnings: limited_warnings(&verdict.warnings),
+            allowed: answer.allowed,
+            warnings: limited_warnings(&answer.warnings),
             status,
         },
     }
@@ -75,20 +75,20 @@ fn review_out<'a>(uid: &'a str, verdict: &'a Verdict) -> ReviewOut<'a> {
 /// The AdmissionReview response for `uid`, as the JSON body to send: the same document as
 /// [`review_response`], written by hand. It goes out with every answer, and the fixed parts
 /// need no escaping, which a serializer would check byte by byte each time.
-pub fn encode_review_response(uid: &str, verdict: &Verdict) -> Vec<u8> {
+pub fn encode_review_response(uid: &str, answer: &AdmissionAnswer) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_review_response_into(&mut out, uid, verdict);
+    encode_review_response_into(&mut out, uid, answer);
     out
 }
 
 /// [`encode_review_response`] appended to `out`, so that a caller can write every answer into
 /// one buffer it keeps (the server keeps one per thread) instead of a new one each time.
-pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, verdict: &Verdict) {
-    let warnings = limited_warnings(&verdict.warnings);
+pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, answer: &AdmissionAnswer) {
+    let warnings = limited_warnings(&answer.warnings);
     // Sized up front from the texts, which dominate the answer (a denial's causes repeat its
     // message): growing the buffer step by step cost more than writing it.
     let texts = warnings.iter().map(String::len).sum::<usize>()
-        + verdict
+        + answer
             .denial
             .as_ref()
             .map_or(0, |denial| 2 * denial.message.len());
@@ -99,7 +99,7 @@ pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, verdict: &Verdi
     push_json_str(out, KIND);
     out.extend_from_slice(b",\"response\":{\"uid\":");
     push_json_str(out, uid);
-    out.extend_from_slice(if verdict.allowed {
+    out.extend_from_slice(if answer.allowed {
         b",\"allowed\":true,\"warnings\":["
     } else {
         b",\"allowed\":false,\"warnings\":["
@@ -111,8 +111,8 @@ pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, verdict: &Verdi
         push_json_str(out, warning);
     }
     out.push(b']');
-    if !verdict.allowed {
-        let (message, causes) = denial_parts(verdict);
+    if !answer.allowed {
+        let (message, causes) = denial_parts(answer);
         out.extend_from_slice(b",\"status\":{\"metadata\":{},\"status\":\"Failure\",\"message\":");
         push_json_str(out, message);
         out.extend_from_slice(b",\"reason\":\"Forbidden\",\"code\":403,\"details\":{\"causes\":[");
@@ -136,8 +136,8 @@ pub fn encode_review_response_into(out: &mut Vec<u8>, uid: &str, verdict: &Verdi
 
 /// `status.message` and `status.details.causes` of a refusal (a generic message without a
 /// denial).
-fn denial_parts(verdict: &Verdict) -> (&str, &[Cause]) {
-    match &verdict.denial {
+fn denial_parts(answer: &AdmissionAnswer) -> (&str, &[Cause]) {
+    match &answer.denial {
         Some(denial) => (denial.message.as_str(), denial.causes.as_slice()),
         None => ("denied by gateway-dns", &[]),
     }
@@ -205,8 +205,8 @@ fn chunk_needs_escape(chunk: u64) -> bool {
 }
 
 /// The same response as a JSON tree (for tests and tools).
-pub fn review_response(uid: &str, verdict: &Verdict) -> Value {
-    serde_json::to_value(review_out(uid, verdict)).unwrap_or(Value::Null)
+pub fn review_response(uid: &str, answer: &AdmissionAnswer) -> Value {
+    serde_json::to_value(review_out(uid, answer)).unwrap_or(Value::Null)
 }
 
 /// The warnings as sent: borrowed when they fit, else limited by [`limit_warnings`].
@@ -281,7 +281,7 @@ mod tests {
                 ),
             ],
         };
-        let refusal_without_denial = Verdict {
+        let refusal_without_denial = AdmissionAnswer {
             allowed: false,
             warnings: Vec::new(),
             denial: None,
@@ -291,19 +291,19 @@ mod tests {
             .chain("\"\\/é€😀".chars())
             .collect();
         let over_the_limit = vec!["W: ".to_string() + &"x".repeat(3000); 3];
-        for verdict in [
-            Verdict::allow(),
-            Verdict::allow_with_warnings(vec!["A: \"quoted\" é".into()]),
-            Verdict::allow_with_warnings(vec![every_escape.clone(), String::new()]),
-            Verdict::allow_with_warnings(over_the_limit),
-            Verdict::deny(one_cause, vec!["W: w".into()]),
-            Verdict::deny(two_causes, Vec::new()),
+        for answer in [
+            AdmissionAnswer::allow(),
+            AdmissionAnswer::allow_with_warnings(vec!["A: \"quoted\" é".into()]),
+            AdmissionAnswer::allow_with_warnings(vec![every_escape.clone(), String::new()]),
+            AdmissionAnswer::allow_with_warnings(over_the_limit),
+            AdmissionAnswer::deny(one_cause, vec!["W: w".into()]),
+            AdmissionAnswer::deny(two_causes, Vec::new()),
             refusal_without_denial,
         ] {
             for uid in ["u\"1", "", every_escape.as_str()] {
-                let bytes = encode_review_response(uid, &verdict);
+                let bytes = encode_review_response(uid, &answer);
                 let parsed: Value = serde_json::from_slice(&bytes).unwrap();
-                assert_eq!(parsed, review_response(uid, &verdict), "{verdict:?}");
+                assert_eq!(parsed, review_response(uid, &answer), "{answer:?}");
                 assert_eq!(parsed["response"]["uid"], uid);
             }
         }
@@ -345,7 +345,10 @@ mod tests {
 
     #[test]
     fn allowed_response_has_no_status_and_denial_has_forbidden_status() {
-        let allowed = review_response("u1", &Verdict::allow_with_warnings(vec!["A: b".into()]));
+        let allowed = review_response(
+            "u1",
+            &AdmissionAnswer::allow_with_warnings(vec!["A: b".into()]),
+        );
         assert_eq!(allowed["response"]["uid"], "u1");
         assert_eq!(allowed["response"]["allowed"], true);
         assert_eq!(allowed["response"]["warnings"], json!(["A: b"]));
@@ -359,7 +362,7 @@ mod tests {
                 message: "x is taken".into(),
             }],
         };
-        let denied = review_response("u2", &Verdict::deny(denial, vec![]));
+        let denied = review_response("u2", &AdmissionAnswer::deny(denial, vec![]));
         let status = &denied["response"]["status"];
         assert_eq!(denied["response"]["allowed"], false);
         assert_eq!(status["code"], 403);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::review::{
-    AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, ReviewObject, Verdict,
+    AdmissionAnswer, AdmissionHandler, AdmissionRequest, Cause, Denial, Operation, ReviewObject,
 };
 use crate::engine::admission::{self, Decision, WhatIf, denial_message, denies};
 use crate::engine::{Action, Finding, World};
@@ -90,10 +90,10 @@ impl EngineHandler {
     }
 }
 
-/// The envelope's verdict for a decision (its denying findings move into the causes).
-pub fn verdict(decision: Decision) -> Verdict {
+/// The envelope's answer for a decision (its denying findings move into the causes).
+pub fn answer(decision: Decision) -> AdmissionAnswer {
     if decision.allowed {
-        return Verdict::allow_with_warnings(decision.warnings);
+        return AdmissionAnswer::allow_with_warnings(decision.warnings);
     }
     let denials: Vec<Finding> = decision.findings.into_iter().filter(denies).collect();
     let message = denial_message(denials.iter());
@@ -105,7 +105,7 @@ pub fn verdict(decision: Decision) -> Verdict {
             message: v.message,
         })
         .collect();
-    Verdict::deny(Denial { message, causes }, decision.warnings)
+    AdmissionAnswer::deny(Denial { message, causes }, decision.warnings)
 }
 
 impl AdmissionHandler for EngineHandler {
@@ -131,7 +131,7 @@ impl AdmissionHandler for EngineHandler {
             && small(request.old_object.as_ref())
     }
 
-    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest<'_>) -> AdmissionAnswer {
         let decision = match asked(request) {
             Asked::Change { object, old } => self
                 .index
@@ -167,7 +167,7 @@ impl AdmissionHandler for EngineHandler {
                 );
             }
         }
-        verdict(decision)
+        answer(decision)
     }
 }
 

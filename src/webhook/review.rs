@@ -1,6 +1,6 @@
 //! The AdmissionReview envelope and the seam between transport and decision: the server reads
 //! the body into an [`AdmissionRequest`] here, hands it to an [`AdmissionHandler`], and encodes
-//! the handler's [`Verdict`] ([`super::encode`]). Nothing here knows about Gateway API rules.
+//! the handler's [`AdmissionAnswer`] ([`super::encode`]). Nothing here knows about Gateway API rules.
 
 use std::borrow::Cow;
 
@@ -20,7 +20,7 @@ pub trait AdmissionHandler: Send + Sync + 'static {
     /// Called on the blocking pool (or, when [`Self::is_quick`], on the request's own task);
     /// must not block for long: the server answers "allowed" with an `EvaluationTimeout`
     /// warning once the admission deadline passes.
-    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict;
+    fn handle(&self, request: &AdmissionRequest<'_>) -> AdmissionAnswer;
 
     /// True when deciding `request` is quick and bounded (microseconds): the server then runs
     /// it on the request's own task instead of the blocking pool. Default: not quick.
@@ -31,9 +31,9 @@ pub trait AdmissionHandler: Send + Sync + 'static {
 
 impl<F> AdmissionHandler for F
 where
-    F: Fn(&AdmissionRequest<'_>) -> Verdict + Send + Sync + 'static,
+    F: Fn(&AdmissionRequest<'_>) -> AdmissionAnswer + Send + Sync + 'static,
 {
-    fn handle(&self, request: &AdmissionRequest<'_>) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest<'_>) -> AdmissionAnswer {
         self(request)
     }
 }
@@ -310,13 +310,13 @@ impl<'a> AdmissionRequest<'a> {
 /// [`MAX_WARNINGS_BYTES`](super::encode::MAX_WARNINGS_BYTES) in total by
 /// [`limit_warnings`](super::encode::limit_warnings).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub struct AdmissionAnswer {
     pub allowed: bool,
     pub warnings: Vec<String>,
     pub denial: Option<Denial>,
 }
 
-impl Verdict {
+impl AdmissionAnswer {
     pub fn allow() -> Self {
         Self {
             allowed: true,

@@ -395,22 +395,22 @@ async fn answer_review(
             );
         }
     };
-    let verdict = dispatch::answer_within_deadline(state, &review, uri, arrived).await;
+    let answer = dispatch::answer_within_deadline(state, &review, uri, arrived).await;
     let uid = &*review.uid;
-    let outcome = if verdict.allowed { "allowed" } else { "denied" };
+    let outcome = if answer.allowed { "allowed" } else { "denied" };
     tracing::debug!(
         %uid,
         outcome,
-        warnings = verdict.warnings.len(),
+        warnings = answer.warnings.len(),
         elapsed = ?arrived.elapsed(),
         "answered admission review"
     );
-    (json_body_response(encoded_answer(uid, &verdict)), outcome)
+    (json_body_response(encoded_answer(uid, &answer)), outcome)
 }
 
 /// The answer's JSON, written into a buffer kept per thread and copied out at its exact size:
 /// one allocation per answer, none for growing the buffer or for the body's bookkeeping.
-fn encoded_answer(uid: &str, verdict: &review::Verdict) -> Bytes {
+fn encoded_answer(uid: &str, answer: &review::AdmissionAnswer) -> Bytes {
     /// A buffer grown past this by a rare large answer is given back rather than kept.
     const KEPT_CAPACITY: usize = 64 * 1024;
     thread_local! {
@@ -418,10 +418,10 @@ fn encoded_answer(uid: &str, verdict: &review::Verdict) -> Bytes {
     }
     ANSWER_BUFFER.with(|buffer| {
         let Ok(mut buffer) = buffer.try_borrow_mut() else {
-            return Bytes::from(encode::encode_review_response(uid, verdict));
+            return Bytes::from(encode::encode_review_response(uid, answer));
         };
         buffer.clear();
-        encode::encode_review_response_into(&mut buffer, uid, verdict);
+        encode::encode_review_response_into(&mut buffer, uid, answer);
         let answer = Bytes::copy_from_slice(&buffer);
         if buffer.capacity() > KEPT_CAPACITY {
             *buffer = Vec::new();

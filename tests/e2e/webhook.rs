@@ -412,7 +412,7 @@ fn assert_allowed_after_a_panic(answer: (StatusCode, Value), uid: &str, webhook:
 struct QuickHandler;
 
 impl AdmissionHandler for QuickHandler {
-    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::review::Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> gateway_dns::webhook::review::AdmissionAnswer {
         TestHandler.handle(request)
     }
     fn is_quick(&self, _request: &AdmissionRequest) -> bool {
@@ -702,7 +702,7 @@ async fn the_baseline_route_exists_only_when_enabled() {
 async fn a_closure_can_be_the_handler() {
     let handler: Arc<dyn AdmissionHandler> = Arc::new(|request: &AdmissionRequest| {
         let operation = request.operation;
-        gateway_dns::webhook::review::Verdict::allow_with_warnings(vec![format!(
+        gateway_dns::webhook::review::AdmissionAnswer::allow_with_warnings(vec![format!(
             "Seen: {operation}"
         )])
     });

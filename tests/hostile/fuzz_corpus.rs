@@ -15,7 +15,7 @@ use gateway_dns::index::Snapshot;
 use gateway_dns::model::{Object, RecordType};
 use gateway_dns::source::files::parse_text;
 use gateway_dns::webhook::encode::encode_review_response;
-use gateway_dns::webhook::handler::{decide_request, verdict};
+use gateway_dns::webhook::handler::{answer, decide_request};
 use gateway_dns::webhook::review::parse_review;
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -58,7 +58,7 @@ fn admission_reviews_of_the_corpus_get_a_json_answer_with_their_uid() {
             continue;
         };
         let answer =
-            encode_review_response(&request.uid, &verdict(decide_request(&snapshot, &request)));
+            encode_review_response(&request.uid, &answer(decide_request(&snapshot, &request)));
         let value: serde_json::Value = serde_json::from_slice(&answer)
             .unwrap_or_else(|e| panic!("{name}: the answer does not parse: {e}"));
         assert_eq!(

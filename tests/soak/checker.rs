@@ -79,7 +79,7 @@ pub struct Checker {
 
 /// What the checker found, for the report.
 #[derive(Debug, Default)]
-pub struct Verdict {
+pub struct Checked {
     pub samples: usize,
     pub checks: usize,
     pub flaps: usize,
@@ -89,7 +89,7 @@ pub struct Verdict {
     pub violations: Vec<String>,
 }
 
-impl Verdict {
+impl Checked {
     pub fn absorb(&mut self, report: &Report) {
         if report.ops_done() == 0 {
             self.violations.push("no operation ran".into());
@@ -172,7 +172,7 @@ impl Checker {
     }
 
     /// Stops sampling and checks BIND's writers against the Lease's holders.
-    pub fn stop(&mut self, bind: &Bind) -> Verdict {
+    pub fn stop(&mut self, bind: &Bind) -> Checked {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(sampler) = self.sampler.take() {
             let _ = sampler.join();
@@ -195,7 +195,7 @@ impl Checker {
             let flaps = state.flaps;
             state.violations.push(format!("{flaps} flap(s)"));
         }
-        Verdict {
+        Checked {
             samples: state.samples,
             checks: state.checks,
             flaps: state.flaps,

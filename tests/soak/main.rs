@@ -70,14 +70,14 @@ async fn a_seeded_schedule_of_changes_and_faults_keeps_every_promise() {
     let report = schedule
         .run(&mut world, started + Duration::from_secs(settings.seconds))
         .await;
-    let verdict = world.finish(&report).await;
-    eprintln!("{}", report.render(&verdict, started.elapsed()));
+    let checked = world.finish(&report).await;
+    eprintln!("{}", report.render(&checked, started.elapsed()));
     assert!(
-        verdict.violations.is_empty(),
+        checked.violations.is_empty(),
         "seed {}: {} violation(s):\n{}",
         settings.seed,
-        verdict.violations.len(),
-        verdict.violations.join("\n")
+        checked.violations.len(),
+        checked.violations.join("\n")
     );
     assert!(
         report.ops_done() > 0 && report.faults_done() > 0,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::Settings;
-use crate::checker::Verdict;
+use crate::checker::Checked;
 use crate::world::{
     self, Fault, GATEWAYS, GROUP, LISTENER_SET, TEAMS, World, address_of, gateway,
     gateway_resource, listener_set, listener_set_resource, namespace_resource, route_resource,
@@ -133,7 +133,7 @@ impl Report {
         self.faults.values().sum()
     }
 
-    pub fn render(&self, verdict: &Verdict, took: Duration) -> String {
+    pub fn render(&self, checked: &Checked, took: Duration) -> String {
         let mut sorted = self.convergence.clone();
         sorted.sort();
         let at = |q: f64| -> String {
@@ -160,13 +160,13 @@ impl Report {
         out += &format!(
             "  invariant checks: {} over {} zone samples and {} quiet points; writer runs {} \
              over {} Lease terms; flaps {}; violations {}\n",
-            verdict.checks,
-            verdict.samples,
-            verdict.quiet_points,
-            verdict.writer_runs,
-            verdict.holder_terms,
-            verdict.flaps,
-            verdict.violations.len()
+            checked.checks,
+            checked.samples,
+            checked.quiet_points,
+            checked.writer_runs,
+            checked.holder_terms,
+            checked.flaps,
+            checked.violations.len()
         );
         out += &format!(
             "  last fault healed → quiet point: p50 {}, p99 {} (over {})\n",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::checker::{Checker, Verdict};
+use crate::checker::{Checked, Checker};
 use crate::schedule::Report;
 use crate::support::bind::{Bind, SECRET};
 use crate::support::cluster::{ControlPlane, Serve};
@@ -297,15 +297,15 @@ impl World {
     }
 
     /// The checks of the end, after the last quiet point.
-    pub async fn finish(&mut self, report: &Report) -> Verdict {
-        let mut verdict = self.checker.stop(&self.bind);
-        verdict.absorb(report);
+    pub async fn finish(&mut self, report: &Report) -> Checked {
+        let mut checked = self.checker.stop(&self.bind);
+        checked.absorb(report);
         for replica in &mut self.replicas {
             if let Some(mut serve) = replica.serve.take() {
                 serve.kill();
             }
         }
-        verdict
+        checked
     }
 }
 

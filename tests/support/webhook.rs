@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gateway_dns::metrics::Metrics;
-use gateway_dns::webhook::review::{AdmissionHandler, AdmissionRequest, Cause, Denial, Verdict};
+use gateway_dns::webhook::review::{
+    AdmissionAnswer, AdmissionHandler, AdmissionRequest, Cause, Denial,
+};
 use gateway_dns::webhook::server;
 use gateway_dns::webhook::state::{Readiness, WebhookOptions, WebhookState};
 use gateway_dns::webhook::tls::{self, CertSource, TlsRuntime};
@@ -35,7 +37,7 @@ pub const VALIDATE_PATH: &str = "/validate?timeout=10s";
 /// The headers of an AdmissionReview request.
 pub const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
 /// Annotation read by [`TestHandler`].
-pub const VERDICT_ANNOTATION: &str = "test.gateway-dns.io/verdict";
+pub const VERDICT_ANNOTATION: &str = "test.gateway-dns.io/answer";
 /// No single request in these tests may take longer than this (catches hung connections).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -231,8 +233,8 @@ pub async fn post_review(
     connection.post_review(review).await
 }
 
-/// An AdmissionReview for CREATE of an HTTPRoute carrying `verdict` in the test annotation.
-pub fn review(uid: &str, name: &str, verdict: &str) -> Value {
+/// An AdmissionReview for CREATE of an HTTPRoute carrying `answer` in the test annotation.
+pub fn review(uid: &str, name: &str, answer: &str) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -250,7 +252,7 @@ pub fn review(uid: &str, name: &str, verdict: &str) -> Value {
                 "metadata": {
                     "name": name,
                     "namespace": "shop",
-                    "annotations": {VERDICT_ANNOTATION: verdict},
+                    "annotations": {VERDICT_ANNOTATION: answer},
                 },
                 "spec": {"hostnames": [format!("{name}.example.com")]},
             },
@@ -267,13 +269,13 @@ pub fn review(uid: &str, name: &str, verdict: &str) -> Value {
 pub struct TestHandler;
 
 impl AdmissionHandler for TestHandler {
-    fn handle(&self, request: &AdmissionRequest) -> Verdict {
+    fn handle(&self, request: &AdmissionRequest) -> AdmissionAnswer {
         let meta = request.object().map(|object| object.meta());
         let name = meta.map_or("unnamed", |meta| meta.name());
-        let verdict = meta
+        let answer = meta
             .and_then(|meta| meta.annotations.get(VERDICT_ANNOTATION))
             .unwrap_or("allow");
-        if verdict == "deny" {
+        if answer == "deny" {
             let causes = vec![
                 Cause {
                     reason: "HostnameConflict".into(),
@@ -291,16 +293,16 @@ impl AdmissionHandler for TestHandler {
                 .map(|cause| format!("{}: {}", cause.reason, cause.message))
                 .collect::<Vec<_>>()
                 .join("\n");
-            return Verdict::deny(
+            return AdmissionAnswer::deny(
                 Denial { message, causes },
                 vec![format!(
                     "NoParentRefs: HTTPRoute shop/{name} attaches to nothing"
                 )],
             );
         }
-        if let Some(count) = verdict.strip_prefix("warn:") {
+        if let Some(count) = answer.strip_prefix("warn:") {
             let count: usize = count.parse().unwrap_or(1);
-            return Verdict::allow_with_warnings(
+            return AdmissionAnswer::allow_with_warnings(
                 (0..count)
                     .map(|index| {
                         format!(
@@ -311,14 +313,14 @@ impl AdmissionHandler for TestHandler {
                     .collect(),
             );
         }
-        if let Some(millis) = verdict.strip_prefix("slow:") {
+        if let Some(millis) = answer.strip_prefix("slow:") {
             std::thread::sleep(Duration::from_millis(millis.parse().unwrap_or(1000)));
-            return Verdict::allow();
+            return AdmissionAnswer::allow();
         }
-        if verdict == "panic" {
+        if answer == "panic" {
             panic!("test handler asked to panic for {name}");
         }
-        Verdict::allow()
+        AdmissionAnswer::allow()
     }
 }
 
