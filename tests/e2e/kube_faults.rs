@@ -562,6 +562,25 @@ fn force_relists(server: &ApiServer, change: &str) {
     server.drop_watches();
 }
 
+/// Waits while `held` says what an absence at `since` holds is still there, then checks it
+/// left no sooner than [`SHORT_GRACE`].
+async fn gone_after_the_grace(
+    since: Instant,
+    source: &KubeSource,
+    kind: ObjectKind,
+    held: impl Fn() -> bool,
+) {
+    while held() {
+        assert!(since.elapsed() < SETTLE, "{:?}", status_of(source, kind));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        since.elapsed() >= SHORT_GRACE,
+        "gone after {:?}",
+        since.elapsed()
+    );
+}
+
 /// Every HTTPRoute deleted while the watch was down: answers are held back meanwhile, so no
 /// watch sees the deletions, and the history is compacted, so the source must relist.
 fn delete_routes_unseen(server: &ApiServer) {
@@ -625,20 +644,10 @@ async fn an_empty_relist_is_confirmed_by_a_relist_after_the_grace() {
     // The empty relist is held, then confirmed by the relist after the grace: the routes
     // leave, never before the grace.
     delete_routes_unseen(&server);
-    let emptied = Instant::now();
-    while index.len_of(ObjectKind::HTTPRoute) > 0 {
-        assert!(
-            emptied.elapsed() < SETTLE,
-            "{:?}",
-            status_of(&source, ObjectKind::HTTPRoute)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        emptied.elapsed() >= SHORT_GRACE,
-        "gone after {:?}",
-        emptied.elapsed()
-    );
+    gone_after_the_grace(Instant::now(), &source, ObjectKind::HTTPRoute, || {
+        index.len_of(ObjectKind::HTTPRoute) > 0
+    })
+    .await;
     assert_eq!(count(AbsenceDecision::Held), 1);
     assert_eq!(count(AbsenceDecision::Confirmed), 1);
     assert!(source.removals_held().is_none());
@@ -697,20 +706,10 @@ async fn a_namespace_left_out_of_a_relist_while_in_use_stays_for_the_grace() {
     server.delete("Namespace", "", "shop").unwrap();
     server.compact();
     server.set_delay(Duration::ZERO);
-    let gone = Instant::now();
-    while stored("shop") {
-        assert!(
-            gone.elapsed() < SETTLE,
-            "{:?}",
-            status_of(&source, ObjectKind::Namespace)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        gone.elapsed() >= SHORT_GRACE,
-        "gone after {:?}",
-        gone.elapsed()
-    );
+    gone_after_the_grace(Instant::now(), &source, ObjectKind::Namespace, || {
+        stored("shop")
+    })
+    .await;
     assert_eq!(count(AbsenceDecision::Held), 1);
     assert_eq!(count(AbsenceDecision::Confirmed), 1);
     converges(&index, &server, SETTLE).await.unwrap();

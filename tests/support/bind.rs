@@ -25,6 +25,25 @@ pub struct Bind {
     child: Option<Child>,
 }
 
+/// named.conf's options (and no control channel) for a server on 127.0.0.1:`port` whose files
+/// are in `root`, with `extra` option lines.
+fn options(root: &str, port: u16, extra: &str) -> String {
+    format!(
+        r#"options {{
+    directory "{root}";
+    listen-on port {port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    pid-file none;
+    session-keyfile none;
+    recursion no;
+    notify no;
+    dnssec-validation no;
+{extra}}};
+controls {{ }};
+"#
+    )
+}
+
 /// named.conf of a primary for `zone` that `keys` may update (unless `refused`) and transfer,
 /// logging each UPDATE with its signer.
 fn primary_conf(
@@ -45,20 +64,9 @@ fn primary_conf(
     } else {
         key_list.clone()
     };
+    let options = options(root, port, "    max-journal-size unlimited;\n");
     format!(
-        r#"options {{
-    directory "{root}";
-    listen-on port {port} {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    pid-file none;
-    session-keyfile none;
-    recursion no;
-    notify no;
-    dnssec-validation no;
-    max-journal-size unlimited;
-}};
-controls {{ }};
-{key_blocks}zone "{zone}" {{
+        r#"{options}{key_blocks}zone "{zone}" {{
     type primary;
     file "{root}/{zone}.zone";
     allow-update {{ {update}}};
@@ -139,19 +147,9 @@ impl Bind {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().display().to_string();
         let (primary_ip, primary_port) = (primary.ip(), primary.port());
+        let options = options(&root, port, "");
         let conf = format!(
-            r#"options {{
-    directory "{root}";
-    listen-on port {port} {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    pid-file none;
-    session-keyfile none;
-    recursion no;
-    notify no;
-    dnssec-validation no;
-}};
-controls {{ }};
-key "{KEY_NAME}" {{ algorithm hmac-sha256; secret "{SECRET}"; }};
+            r#"{options}key "{KEY_NAME}" {{ algorithm hmac-sha256; secret "{SECRET}"; }};
 zone "{zone}" {{
     type secondary;
     file "{root}/{zone}.secondary";
