@@ -285,7 +285,18 @@ impl Schedule {
                         Ok(keys)
                     }
                     Err(error) => {
-                        if denied(&error) && !self.routes.contains_key(&index) {
+                        // Denied, and not there: a create the webhook refused. (A call that
+                        // failed under a fault may have been applied all the same, so the
+                        // schedule's own record of what exists is not proof.)
+                        if denied(&error)
+                            && !world::exists(
+                                &client,
+                                &route_resource(),
+                                route_namespace(index),
+                                &format!("r{index}"),
+                            )
+                            .await
+                        {
                             world.checker.denied(route_key(index));
                         }
                         Err(error)
@@ -419,6 +430,11 @@ impl Schedule {
                 }
             }
         };
+        if let Err(error) = &result
+            && !denied(error)
+        {
+            self.reread_routes(world).await;
+        }
         *self.report.ops.entry(kind).or_default() += 1;
         if trace() {
             eprintln!("soak: op {kind:?}: {result:?}");
@@ -428,6 +444,23 @@ impl Schedule {
             Err(error) if denied(&error) => self.report.denied += 1,
             Err(_) => self.report.failed += 1,
         }
+    }
+
+    /// After a call that failed under a fault (it may have been applied all the same), the
+    /// routes the schedule believes exist are those the API server has, once it answers.
+    async fn reread_routes(&mut self, world: &World) {
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(world.client.clone(), &route_resource());
+        let Ok(list) = api.list(&Default::default()).await else {
+            return;
+        };
+        let existing: std::collections::BTreeSet<String> = list
+            .items
+            .iter()
+            .filter_map(|route| route.metadata.name.clone())
+            .collect();
+        self.routes
+            .retain(|index, _| existing.contains(&format!("r{index}")));
     }
 
     fn some_hostnames(&mut self) -> Vec<usize> {

@@ -350,6 +350,17 @@ pub async fn apply(
     .map(|_| ())
 }
 
+/// Whether the API server holds `namespace`/`name` (false too when it cannot say).
+pub async fn exists(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    matches!(api.get_opt(name).await, Ok(Some(_)))
+}
+
 pub async fn delete(
     client: &kube::Client,
     resource: &ApiResource,
