@@ -50,6 +50,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every Rust file below `src/`, sorted, with its path below `src/` (`/` between folders).
+fn source_files() -> Vec<(PathBuf, String)> {
+    let src = crate_dir().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (path, relative)
+        })
+        .collect()
+}
+
 /// The module a file belongs to (`engine` for `src/engine/attach.rs`, `index` for
 /// `src/index.rs`), and its path below `src/`.
 fn module_of(relative: &str) -> String {
@@ -118,17 +137,10 @@ fn code_of(text: &str) -> String {
 fn imports_follow_the_table_in_architecture_md() {
     let rules = import_rules();
     let src = crate_dir().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
     let mut broken = Vec::new();
     let mut modules = BTreeSet::new();
-    for path in &files {
-        let relative = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+    for (path, relative) in &source_files() {
+        let relative = relative.clone();
         if relative == "lib.rs" {
             continue;
         }
@@ -271,20 +283,13 @@ fn referenced_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
 /// A mod.rs, which declares and re-exports its folder's files, is not a node.
 fn folder_cycles() -> Vec<String> {
     let src = crate_dir().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     // folder → node → the nodes it imports.
     let mut graph: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for path in &files {
-        let relative = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+    for (path, relative) in &source_files() {
         if relative == "lib.rs" || relative == "main.rs" || relative.ends_with("mod.rs") {
             continue;
         }
-        let module = module_path(&relative);
+        let module = module_path(relative);
         let code = code_of(&std::fs::read_to_string(path).unwrap());
         for target in referenced_paths(&code, &module) {
             let common = module

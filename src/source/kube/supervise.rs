@@ -257,6 +257,9 @@ pub(super) fn confirm_emptied(shared: &Arc<Shared>) {
 
 /// Lets go of the held Namespaces whose objects are gone, or whose grace is over.
 pub(super) fn settle_departing(shared: &Arc<Shared>) {
+    if lock(&shared.departing).is_empty() {
+        return;
+    }
     let grace = shared.config.absence_grace;
     let snapshot = shared.index.snapshot();
     let due: Vec<(String, bool)> = lock(&shared.departing)
