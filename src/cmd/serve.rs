@@ -607,9 +607,25 @@ pub fn write_gate(
 ) -> watch::Receiver<bool> {
     let (gate, open) = watch::channel(false);
     tokio::spawn(async move {
+        // Said once per wait, so that a closed gate is never taken for a lost Lease.
+        let mut said_waiting = false;
         loop {
             let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
-            let should_open = leading && source.in_sync();
+            let in_sync = source.in_sync();
+            let should_open = leading && in_sync;
+            if leading && !in_sync && !said_waiting {
+                let kinds: Vec<String> = source
+                    .status()
+                    .iter()
+                    .filter(|s| s.version.is_some() && (!s.synced || s.failing_since.is_some()))
+                    .map(|s| s.kind.to_string())
+                    .collect();
+                tracing::info!(
+                    ?kinds,
+                    "the cluster view is not in sync: DNS writes wait for it"
+                );
+            }
+            said_waiting = leading && !in_sync;
             gate.send_if_modified(|current| std::mem::replace(current, should_open) != should_open);
             let leadership_changed = async {
                 match leader.as_mut() {

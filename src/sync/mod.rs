@@ -397,7 +397,8 @@ impl Syncer {
         let withheld = if self.config.dry_run {
             Some("dry run")
         } else if !self.may_write() {
-            Some("not the leader")
+            // No Lease, or a cluster view not in sync (the write gate says which).
+            Some("not the writer")
         } else {
             None
         };

@@ -349,7 +349,7 @@ async fn bind_dry_run_and_closed_write_gate_write_nothing() {
     .with_write_gate(gate_rx);
     assert_eq!(
         gated.sync_pass().await.unwrap().withheld,
-        Some("not the leader")
+        Some("not the writer")
     );
     assert_eq!(
         dig::query(bind.addr(), "dry.example.com", "A", false).status,

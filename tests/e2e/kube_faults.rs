@@ -370,6 +370,46 @@ async fn random_mutations(config: Config) {
     assert_eq!(mismatch(&index, &server), None, "seed {seed}");
 }
 
+/// A watch cut and resumed is in sync again by itself, also for a kind with nothing to deliver
+/// (no objects, no changes): a replica whose watches blipped must not stop writing DNS until a
+/// recheck relists. The recheck is put out of reach here, so only the resumed watch can do it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_resumed_after_a_cut_is_in_sync_without_a_relist_even_with_nothing_to_deliver() {
+    let server = ApiServer::start().await;
+    add_http_route(&server, "first", "a.example.com");
+    let config = Config {
+        recheck_after: Duration::from_secs(3600),
+        ..fast_config()
+    };
+    let (_index, source) = start_source_with(&server, config).await;
+    wait_ready(&source).await;
+    assert!(eventually(Duration::from_secs(10), || source.in_sync()).await);
+    let listed = lists(&source);
+    let errors = status_of(&source, ObjectKind::TCPRoute).errors;
+    assert!(status_of(&source, ObjectKind::TCPRoute).synced);
+
+    server.drop_watches();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            status_of(&source, ObjectKind::TCPRoute).errors > errors
+        })
+        .await,
+        "the cut was not seen: {:?}",
+        source.status()
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || source.in_sync()).await,
+        "still not in sync: {:?}",
+        source.status()
+    );
+    assert_eq!(lists(&source), listed, "a relist, not the resumed watch");
+    assert!(
+        status_of(&source, ObjectKind::TCPRoute)
+            .failing_since
+            .is_none()
+    );
+}
+
 fn status_of(source: &KubeSource, kind: ObjectKind) -> KindStatus {
     source.kind_status(kind).unwrap()
 }

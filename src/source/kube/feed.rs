@@ -325,6 +325,27 @@ impl Feed {
         .is_some()
     }
 
+    /// The kind's watch failed and has not delivered anything since.
+    pub(super) fn failing(&self) -> bool {
+        lock(&self.shared.status)
+            .get(&self.kind)
+            .filter(|s| s.epoch == self.epoch)
+            .is_some_and(|s| s.failing_since.is_some())
+    }
+
+    /// A watch resumed after a failure and ran without an error: the kind is in sync again,
+    /// though it had nothing to deliver. False when another watcher took over the kind.
+    pub(super) fn resumed(&mut self) -> bool {
+        let (kind, version) = (self.kind, self.version);
+        let was_failing = with_current(&self.shared, kind, self.epoch, |_, status| {
+            status.failing_since.is_some()
+        });
+        if was_failing == Some(true) {
+            info!(%kind, version, "watch resumed");
+        }
+        was_failing.is_some()
+    }
+
     pub(super) fn failed(&mut self, error: &dyn std::fmt::Display) -> bool {
         let mut status = lock(&self.shared.status);
         let Some(entry) = status.get_mut(&self.kind).filter(|s| s.epoch == self.epoch) else {

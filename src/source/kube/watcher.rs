@@ -230,6 +230,10 @@ pub(super) const WATCH_TIMEOUT_SECS: u32 = 290;
 /// A watch silent this much longer than its timeout is dead (a half-open connection).
 pub(super) const WATCH_SILENCE: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
 
+/// How long a watch resumed after a failure must run without an error to count as in sync
+/// when it has nothing to deliver.
+pub(super) const RESUME_CONFIRM: Duration = Duration::from_secs(1);
+
 /// The bookmark that ends a streaming list's initial events.
 pub(super) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
@@ -290,8 +294,24 @@ pub(super) async fn watch_streaming(api: &Api<Watched>, feed: &mut Feed) -> Stre
                 }
                 let mut in_list = listing;
                 let mut received = false;
+                // A watch resumed after a failure proves itself by a short while without an
+                // error: the server sends what it missed, or 410 Gone, at once. A kind with
+                // nothing to send (no objects, no changes) would else stay failing, and its
+                // replica not write DNS, until a recheck relists it.
+                let mut unconfirmed = !listing && feed.failing();
                 loop {
-                    let Ok(next) = tokio::time::timeout(WATCH_SILENCE, stream.next()).await else {
+                    let limit = if unconfirmed {
+                        RESUME_CONFIRM
+                    } else {
+                        WATCH_SILENCE
+                    };
+                    let Ok(next) = tokio::time::timeout(limit, stream.next()).await else {
+                        if std::mem::take(&mut unconfirmed) {
+                            if !feed.resumed() {
+                                return Streaming::Superseded;
+                            }
+                            continue;
+                        }
                         failure = Some(format!("no event for {WATCH_SILENCE:?}; reconnecting"));
                         break;
                     };
