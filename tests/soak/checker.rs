@@ -7,7 +7,8 @@
 //! 2. no foreign record is ever changed or removed, sampled all along;
 //! 3. at each quiet point the zone equals what `gateway-dns check` computes offline over a dump
 //!    of the cluster's objects (`World::quiesce`);
-//! 4. a route the webhook denied (and that was never created since) never owns a name;
+//! 4. a route the webhook denied (and that was never created since) never owns a name, but
+//!    for those an earlier version may hold until its deletion is confirmed;
 //! 5. a name's owner route changes, or the name goes, only after an operation touched the
 //!    owner, the new owner, their namespaces or their parents, or gave the name to a Namespace,
 //!    since the owner took the name: anything else is a flap, and the count must be 0;
@@ -67,6 +68,10 @@ struct State {
     touches: Vec<Touch>,
     /// Routes (`httproute/ns/name`) denied at creation and not created since.
     denied: BTreeSet<String>,
+    /// The hostnames of each route's versions the API server took (or may have taken) since
+    /// the last quiet point: a route deleted and then denied may still own these in DNS while
+    /// its deletion is confirmed (absence is not deletion), but no other.
+    accepted: BTreeMap<String, BTreeSet<String>>,
     quiet_points: usize,
 }
 
@@ -161,12 +166,26 @@ impl Checker {
         lock(&self.state).denied.insert(route);
     }
 
+    /// A version of `route` with `names` that the API server took, or may have taken.
+    pub fn accepted(&self, route: String, names: Vec<String>) {
+        lock(&self.state)
+            .accepted
+            .entry(route)
+            .or_default()
+            .extend(names);
+    }
+
     pub fn violation(&self, what: String) {
         lock(&self.state).violations.push(what);
     }
 
-    pub fn quiet_point(&self) {
+    /// DNS equals the oracle: what routes may own is what they have now (`routes`: each
+    /// route's key and hostnames, as the API server holds them; None when it did not answer).
+    pub fn quiet_point(&self, routes: Option<BTreeMap<String, BTreeSet<String>>>) {
         let mut state = lock(&self.state);
+        if let Some(routes) = routes {
+            state.accepted = routes;
+        }
         state.quiet_points += 1;
         state.checks += 2;
     }
@@ -254,7 +273,11 @@ fn sample(state: &mut State, zone: &[Rr]) {
         }
     }
     for (name, resource) in &owners {
-        if state.denied.contains(resource) {
+        let leftover = state
+            .accepted
+            .get(resource)
+            .is_some_and(|names| names.contains(name));
+        if state.denied.contains(resource) && !leftover {
             let violation = format!("{name} is owned by {resource}, which the webhook denied");
             state.violations.push(violation);
         }
@@ -280,8 +303,11 @@ fn sample(state: &mut State, zone: &[Rr]) {
             .any(|touch| touch.keys.iter().any(|k| keys.contains(k)));
         if std::env::var_os("GATEWAY_DNS_SOAK_TRACE").is_some_and(|v| v == "1") {
             eprintln!(
-                "soak: sample {}: {name} {} -> {now:?} (explained: {explained}; operations {}..{touched})",
-                state.samples, before.resource, before.since
+                "soak {}: sample {}: {name} {} -> {now:?} (explained: {explained}; operations {}..{touched})",
+                crate::schedule::clock(),
+                state.samples,
+                before.resource,
+                before.since
             );
         }
         if !explained {

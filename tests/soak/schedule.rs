@@ -92,6 +92,12 @@ struct RouteModel {
     parent: Parent,
 }
 
+impl RouteModel {
+    fn names(&self) -> Vec<String> {
+        self.hostnames.iter().map(|h| hostname(*h)).collect()
+    }
+}
+
 fn route_namespace(index: usize) -> &'static str {
     TEAMS[index % TEAMS.len()]
 }
@@ -105,7 +111,7 @@ fn hostname(index: usize) -> String {
 }
 
 fn route_object(index: usize, model: &RouteModel) -> Value {
-    let hostnames: Vec<String> = model.hostnames.iter().map(|h| hostname(*h)).collect();
+    let hostnames = model.names();
     json!({
         "apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute",
         "metadata": {"namespace": route_namespace(index), "name": format!("r{index}")},
@@ -120,8 +126,8 @@ pub struct Report {
     pub denied: usize,
     pub failed: usize,
     pub faults: BTreeMap<Fault, usize>,
-    /// From each fault's healing to the quiet point after it.
-    pub convergence: Vec<Duration>,
+    /// From each fault's healing to the quiet point after it (None: the end of the run).
+    pub convergence: Vec<(Duration, Option<Fault>)>,
 }
 
 impl Report {
@@ -134,7 +140,7 @@ impl Report {
     }
 
     pub fn render(&self, checked: &Checked, took: Duration) -> String {
-        let mut sorted = self.convergence.clone();
+        let mut sorted: Vec<Duration> = self.convergence.iter().map(|(took, _)| *took).collect();
         sorted.sort();
         let at = |q: f64| -> String {
             if sorted.is_empty() {
@@ -174,6 +180,18 @@ impl Report {
             at(0.99),
             sorted.len()
         );
+        let mut slowest: BTreeMap<Fault, Duration> = BTreeMap::new();
+        for (took, fault) in &self.convergence {
+            if let Some(fault) = fault {
+                let max = slowest.entry(*fault).or_default();
+                *max = (*max).max(*took);
+            }
+        }
+        let slowest: Vec<String> = slowest
+            .iter()
+            .map(|(fault, took)| format!("{fault:?} {:.2} s", took.as_secs_f64()))
+            .collect();
+        out += &format!("    slowest after each fault: {}\n", slowest.join(", "));
         out
     }
 }
@@ -217,7 +235,7 @@ impl Schedule {
                 let fault = Fault::ALL[self.rng.below(Fault::ALL.len())];
                 let undo = world.inject(fault, self.rng.below(3)).await;
                 if trace() {
-                    eprintln!("soak: fault {fault:?}");
+                    eprintln!("soak {}: fault {fault:?}", crate::schedule::clock());
                 }
                 *self.report.faults.entry(fault).or_default() += 1;
                 pending = Some((op + FAULT_SPAN, undo, fault));
@@ -236,10 +254,10 @@ impl Schedule {
                 let (_, undo, fault) = pending.take().expect("a pending fault");
                 world.undo(undo).await;
                 if trace() {
-                    eprintln!("soak: healed {fault:?}");
+                    eprintln!("soak {}: healed {fault:?}", crate::schedule::clock());
                 }
                 if let Some(took) = world.quiesce(QUIET_LIMIT).await {
-                    self.report.convergence.push(took);
+                    self.report.convergence.push((took, Some(fault)));
                 }
             }
         }
@@ -247,7 +265,7 @@ impl Schedule {
             world.undo(undo).await;
         }
         if let Some(took) = world.quiesce(QUIET_LIMIT).await {
-            self.report.convergence.push(took);
+            self.report.convergence.push((took, None));
         }
         std::mem::take(&mut self.report)
     }
@@ -267,6 +285,8 @@ impl Schedule {
             _ => OpKind::ListenerSet,
         };
         let client = world.client.clone();
+        // A route version sent to the API server: the route and its hostnames.
+        let mut offered: Option<(String, Vec<String>)> = None;
         let result: Result<Vec<String>, kube::Error> = match kind {
             OpKind::CreateRoute => {
                 let index = self.rng.below(ROUTES);
@@ -275,6 +295,7 @@ impl Schedule {
                     parent: self.some_parent(index),
                 };
                 let object = route_object(index, &model);
+                offered = Some((route_key(index), model.names()));
                 let created = world::apply(&client, "soak-route", &route_resource(), &object).await;
                 match created {
                     Ok(()) => {
@@ -314,6 +335,7 @@ impl Schedule {
                     model.parent = self.some_parent(index);
                 }
                 let object = route_object(index, &model);
+                offered = Some((route_key(index), model.names()));
                 world::apply(&client, "soak-route", &route_resource(), &object)
                     .await
                     .map(|()| {
@@ -430,6 +452,12 @@ impl Schedule {
                 }
             }
         };
+        if let Some((route, names)) = offered
+            && !matches!(&result, Err(error) if denied(error))
+        {
+            // Accepted, or failed under a fault and so perhaps applied all the same.
+            world.checker.accepted(route, names);
+        }
         if let Err(error) = &result
             && !denied(error)
         {
@@ -437,7 +465,7 @@ impl Schedule {
         }
         *self.report.ops.entry(kind).or_default() += 1;
         if trace() {
-            eprintln!("soak: op {kind:?}: {result:?}");
+            eprintln!("soak {}: op {kind:?}: {result:?}", crate::schedule::clock());
         }
         match result {
             Ok(keys) => world.checker.touched(keys),
@@ -492,6 +520,21 @@ fn denied(error: &kube::Error) -> bool {
 }
 
 /// `GATEWAY_DNS_SOAK_TRACE=1` prints every operation and fault as it happens.
-fn trace() -> bool {
+/// The time of day (UTC) to the millisecond, as serve's logs give it, to line the trace up with
+/// them.
+pub fn clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let (secs, millis) = (now.as_secs() % 86_400, now.subsec_millis());
+    format!(
+        "{:02}:{:02}:{:02}.{millis:03}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+pub fn trace() -> bool {
     std::env::var_os("GATEWAY_DNS_SOAK_TRACE").is_some_and(|v| v == "1")
 }

@@ -3,6 +3,7 @@
 //! BIND's log names the writer of every UPDATE), and three `serve` replicas on one Lease, each
 //! reaching the API server through a proxy of its own.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,11 @@ fn replica_args(bind: &Bind, identity: &str) -> Vec<String> {
         "3s",
         "--leader-election-retry-period",
         "1s",
+        // Shorter than the default so that a confirmed absence (a kind whose every object was
+        // deleted while a watch was down is relisted empty, and held) comes to a quiet point
+        // within seconds: more of them per run, and the same rules.
+        "--absence-grace",
+        "15s",
     ]
     .map(String::from)
     .to_vec()
@@ -281,6 +287,27 @@ impl World {
         Ok(path)
     }
 
+    /// Each route's key (`httproute/ns/name`) and hostnames, as the API server holds them.
+    pub async fn routes(&self) -> Result<BTreeMap<String, BTreeSet<String>>, kube::Error> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &route_resource());
+        let mut routes = BTreeMap::new();
+        for route in api.list(&Default::default()).await?.items {
+            let key = format!(
+                "httproute/{}/{}",
+                route.metadata.namespace.unwrap_or_default(),
+                route.metadata.name.unwrap_or_default()
+            );
+            let names = route.data["spec"]["hostnames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h.as_str().map(String::from))
+                .collect();
+            routes.insert(key, names);
+        }
+        Ok(routes)
+    }
+
     /// The objects of each kind the API server holds now: what every replica's index must hold.
     pub async fn counts(&self) -> Result<Vec<(&'static str, usize)>, kube::Error> {
         let mut counts = Vec::new();
@@ -303,9 +330,26 @@ impl World {
         for replica in &mut self.replicas {
             if let Some(mut serve) = replica.serve.take() {
                 serve.kill();
+                keep_log(&serve);
             }
         }
         checked
+    }
+}
+
+/// With `GATEWAY_DNS_SOAK_TRACE=1`, a replica's log outlives it: appended to
+/// `soak-<identity>.log` in the temporary directory, to read beside the trace.
+fn keep_log(serve: &Serve) {
+    if !crate::schedule::trace() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("soak-{}.log", serve.identity));
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = std::io::Write::write_all(&mut file, serve.log().as_bytes());
     }
 }
 
@@ -436,6 +480,7 @@ impl World {
                 };
                 if let Some(mut serve) = self.replicas[target].serve.take() {
                     serve.kill();
+                    keep_log(&serve);
                 }
                 if Some(target) == leader {
                     Undo::StartLeader(target)
@@ -508,10 +553,26 @@ impl World {
         while start.elapsed() < limit {
             match self.converged(dir.path()).await {
                 Ok(()) => {
-                    self.checker.quiet_point();
+                    self.checker.quiet_point(self.routes().await.ok());
+                    if crate::schedule::trace() && start.elapsed() > Duration::from_secs(5) {
+                        eprintln!(
+                            "soak {}: quiet after {:.1} s; until then: {last}",
+                            crate::schedule::clock(),
+                            start.elapsed().as_secs_f64()
+                        );
+                    }
                     return Some(start.elapsed());
                 }
-                Err(difference) => last = difference,
+                Err(difference) => {
+                    if crate::schedule::trace() && difference != last {
+                        eprintln!(
+                            "soak {}: +{:.1} s not quiet: {difference}",
+                            crate::schedule::clock(),
+                            start.elapsed().as_secs_f64()
+                        );
+                    }
+                    last = difference
+                }
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
