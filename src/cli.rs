@@ -841,6 +841,12 @@ pub struct EngineArgs {
     /// external-dns.alpha.kubernetes.io/ prefix is read too.
     #[arg(long, default_value = crate::engine::DEFAULT_ANNOTATION_PREFIX, value_name = "PREFIX", env = "GATEWAY_DNS_ANNOTATION_PREFIX")]
     pub annotation_prefix: String,
+    /// Publish a Gateway's addresses even while its status says Programmed=False (or the
+    /// listeners a route attaches through say they are not programmed, or conflict). By
+    /// default such a Gateway's addresses leave every name that another Gateway still serves;
+    /// a name with no other target keeps them either way (GatewayNotProgrammed).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_PUBLISH_UNPROGRAMMED")]
+    pub publish_unprogrammed: bool,
 }
 
 /// external-dns's rule: the prefix ends with `/` (it is glued to the annotation's name).
@@ -895,6 +901,7 @@ impl EngineArgs {
             hostname_ownership: self.hostname_ownership.parse::<HostnameOwnership>()?,
             require_allowed_hostnames: self.require_allowed_hostnames,
             annotation_prefix: annotation_prefix(&self.annotation_prefix)?,
+            publish_unprogrammed: self.publish_unprogrammed,
         })
     }
 }

@@ -261,7 +261,7 @@ pub(super) fn attach_parent<'w, W: World>(
     }
     // Without an origin kept by the World (plain data in tests, `check`), there is no address
     // history, so no grace either.
-    let origin = parent.shared_origin.unwrap_or_else(|| {
+    let mut origin = parent.shared_origin.unwrap_or_else(|| {
         Arc::new(origin_of(
             cfg,
             parent.gateway,
@@ -270,6 +270,14 @@ pub(super) fn attach_parent<'w, W: World>(
             0,
         ))
     });
+    if origin.programmed && !accepted.iter().any(|l| l.programmed) {
+        // Every listener that takes the route says it is not programmed (or conflicts): the
+        // route's names come through an origin that does not serve. Rare, so made per route.
+        origin = Arc::new(Origin {
+            programmed: false,
+            ..(*origin).clone()
+        });
+    }
     Some(Attached {
         parent_index: field_index(index),
         origin,
@@ -577,6 +585,7 @@ pub fn origin_of(
         targets,
         kept,
         ttl,
+        programmed: gateway.programmed && listener_set.is_none_or(|ls| ls.programmed),
     }
 }
 

@@ -129,6 +129,9 @@ pub struct ClaimView {
     pub decided_by: Option<PrecedenceKey>,
     /// One line saying why, with the creationTimestamps or names that decided.
     pub why: String,
+    /// False when the Gateway, ListenerSet or listeners behind the claim say they are not
+    /// programmed (ARCHITECTURE.md, "Readiness"); `why` says what became of its targets.
+    pub programmed: bool,
 }
 
 /// How a claim fared in the settlement of its name.
@@ -430,6 +433,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
     let is = |a: &Claimant, b: &Claimant| {
         std::ptr::eq(a.route, b.route) && std::ptr::eq(a.claim, b.claim)
     };
+    let serving = crate::engine::settle::serving_winners(world.config(), &settlement);
     ordered
         .iter()
         .enumerate()
@@ -477,6 +481,20 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                     (ClaimResult::Shares, None, why)
                 }
             };
+            let programmed = c.claim.origin.programmed;
+            let mut why = why;
+            if !programmed && matches!(result, ClaimResult::Wins | ClaimResult::Shares) {
+                why.push_str(if world.config().publish_unprogrammed {
+                    "; its Gateway says it is not programmed, and --publish-unprogrammed \
+                     publishes its targets all the same"
+                } else if serving.iter().any(|s| is(s, c)) {
+                    "; its Gateway says it is not programmed, but no other claim's can serve \
+                     the name, so its targets stay (GatewayNotProgrammed)"
+                } else {
+                    "; its Gateway says it is not programmed, so its targets are left out while \
+                     another Gateway serves the name"
+                });
+            }
             (
                 c.route_ref(),
                 ClaimView {
@@ -488,6 +506,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                     result,
                     decided_by,
                     why,
+                    programmed,
                 },
             )
         })

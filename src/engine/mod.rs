@@ -137,6 +137,7 @@ reasons! {
     ParentNotFound => Warn,
     NoParentRefs => Warn,
     GatewayHasNoAddress => Warn,
+    GatewayNotProgrammed => Warn,
     InheritedWildcardHostname => Warn,
     TooManyHostnames => Deny,
     TooManyParentRefs => Deny,
@@ -319,6 +320,9 @@ pub struct Config {
     /// The prefix of the external-dns annotations (`--annotation-prefix`, external-dns's flag of
     /// the same name); [`ALPHA_ANNOTATION_PREFIX`] is read too (ARCHITECTURE.md, "Names").
     pub annotation_prefix: String,
+    /// Publish a Gateway's addresses whatever its Programmed condition says
+    /// (`--publish-unprogrammed`; ARCHITECTURE.md, "Readiness").
+    pub publish_unprogrammed: bool,
 }
 
 /// The default `--address-loss-grace`: long enough for a load balancer to be re-provisioned or a
@@ -349,6 +353,7 @@ impl Default for Config {
             zones: Vec::new(),
             shared_names: Vec::new(),
             annotation_prefix: DEFAULT_ANNOTATION_PREFIX.to_owned(),
+            publish_unprogrammed: false,
             hostname_ownership: HostnameOwnership::Off,
             require_allowed_hostnames: false,
         }

@@ -649,6 +649,7 @@ mod tests {
                 kinds: None,
             },
             accepted: None,
+            programmed: true,
         };
         let origin = |gateway: &str| {
             Arc::new(Origin {
@@ -657,6 +658,7 @@ mod tests {
                 targets: Arc::from(Vec::new()),
                 kept: None,
                 ttl: None,
+                programmed: true,
             })
         };
         let first = [

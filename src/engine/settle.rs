@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::claimants::{Claimant, claimants_among, precedence, route_ref};
 use super::hostname_ownership;
-use super::world::{RawFinding, RouteEval, RouteId, World};
+use super::world::{Origin, RawFinding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Finding, Reason, concat};
 use crate::model::{Address, RecordType, Route};
 
@@ -175,10 +175,10 @@ pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
         return Vec::new();
     };
     let shared = cfg.is_shared_name(settlement.name);
+    let serving = serving_winners(cfg, settlement);
     let union: Vec<Address>;
-    let targets: &[Address] = if shared && settlement.winners.len() > 1 {
-        let mut all: Vec<Address> = settlement
-            .winners
+    let targets: &[Address] = if shared && serving.len() > 1 {
+        let mut all: Vec<Address> = serving
             .iter()
             .flat_map(|c| c.claim.origin.targets.iter().cloned())
             .collect();
@@ -187,21 +187,26 @@ pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
         union = all;
         &union
     } else {
-        &first.claim.origin.targets
+        &serving
+            .first()
+            .copied()
+            .unwrap_or(first)
+            .claim
+            .origin
+            .targets
     };
-    let mut gateways: Vec<String> = settlement
-        .winners
+    let mut gateways: Vec<String> = serving
         .iter()
         .map(|c| c.claim.origin.gateway.to_string())
         .collect();
     gateways.sort();
     gateways.dedup();
-    let mut routes: Vec<String> = settlement.winners.iter().map(Claimant::route_ref).collect();
+    let mut routes: Vec<String> = serving.iter().map(|c| c.route_ref()).collect();
     routes.sort();
     routes.dedup();
     // Routes that set different TTLs for one name: the lowest wins (`TtlConflict` says so), so
     // no cache keeps the name longer than any of them asked.
-    let ttl = settlement.winners.iter().filter_map(|c| c.ttl).min();
+    let ttl = serving.iter().filter_map(|c| c.ttl).min();
     let (mut v4, mut v6, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for target in targets.iter() {
         match target {
@@ -234,6 +239,86 @@ pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
         push(RecordType::CNAME, names);
     }
     out
+}
+
+/// The winners whose targets a name publishes: those whose origin is programmed, or every
+/// winner when none is, or under `--publish-unprogrammed` (ARCHITECTURE.md, "Readiness"). A
+/// name is never left without an answer because its Gateways say they are not programmed.
+pub fn serving_winners<'s, 'a>(
+    cfg: &Config,
+    settlement: &'s Settlement<'a>,
+) -> Vec<&'s Claimant<'a>> {
+    let programmed = |c: &&Claimant| cfg.publish_unprogrammed || c.claim.origin.programmed;
+    if settlement.winners.iter().any(|c| programmed(&c)) {
+        settlement.winners.iter().filter(programmed).collect()
+    } else {
+        settlement.winners.iter().collect()
+    }
+}
+
+/// `GatewayNotProgrammed` for a name whose every winning origin says it is not programmed: its
+/// records stay (the answer fails open), and each route and Gateway behind it is told.
+fn readiness_findings<W: World>(world: &W, settlement: &Settlement) -> Vec<Finding> {
+    let cfg = world.config();
+    if cfg.publish_unprogrammed
+        || settlement.winners.is_empty()
+        || settlement.winners.iter().any(|c| c.claim.origin.programmed)
+    {
+        return Vec::new();
+    }
+    let name = settlement.name;
+    let mut findings = Vec::new();
+    let mut gateways: Vec<&str> = Vec::new();
+    for c in &settlement.winners {
+        let origin = &c.claim.origin;
+        findings.push(route_finding(
+            world,
+            c.route,
+            Reason::GatewayNotProgrammed,
+            Some(name.to_owned()),
+            c.claim.source.field(cfg),
+            not_programmed_message(name, origin),
+        ));
+        gateways.push(&origin.gateway);
+    }
+    gateways.sort_unstable();
+    gateways.dedup();
+    for gateway in gateways {
+        findings.push(Finding {
+            object: concat(&["Gateway/", gateway]),
+            reason: Reason::GatewayNotProgrammed,
+            action: cfg.action_for(Reason::GatewayNotProgrammed, cfg.mode),
+            hostname: Some(name.to_owned()),
+            field: "status.conditions".to_owned(),
+            message: concat(&[
+                "not programmed, yet its addresses stay published for ",
+                name,
+                ", which has no other target",
+            ]),
+        });
+    }
+    findings
+}
+
+/// The one line a route is told when `name` resolves only through `origin`, which says it is
+/// not programmed.
+fn not_programmed_message(name: &str, origin: &Origin) -> String {
+    let through = origin
+        .listener_set
+        .as_deref()
+        .map(|ls| concat(&[" through ListenerSet ", ls]))
+        .unwrap_or_default();
+    concat(&[
+        "Gateway ",
+        &origin.gateway,
+        &through,
+        " says it is not programmed (Programmed=False, or its listeners for this route are not \
+         programmed or conflict); ",
+        name,
+        " has no other target, so it still resolves to ",
+        &origin.targets_text(),
+        ": fix the Gateway, or attach the route to one that serves",
+    ])
 }
 
 /// Resolves a finding's action for a route (mode from its Namespace label, then `--action`).
@@ -312,6 +397,7 @@ fn settle_claimed_name<W: World>(
     let records = records_for(cfg, &settlement);
     let mut violations = shared_cname_findings(world, &settlement, &records);
     violations.extend(ttl_findings(world, &settlement));
+    violations.extend(readiness_findings(world, &settlement));
     let losers = settlement
         .losers
         .into_iter()
@@ -503,9 +589,6 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
     // Claims are sorted by name: each name's claims are one run, visited once.
     for own_claims in eval.claims.chunk_by(|a, b| a.name == b.name) {
         let name = &*own_claims[0].name;
-        if world.config().is_shared_name(name) {
-            continue;
-        }
         own.clear();
         own.extend(own_claims.iter().map(|claim| Claimant {
             route,
@@ -523,6 +606,28 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
             }
         }
         incumbents.sort_by(precedence);
+        // Every claim on the name says it is not programmed: the name resolves all the same
+        // (ARCHITECTURE.md, "Readiness"), and the newcomer is told.
+        if !world.config().publish_unprogrammed
+            && !own
+                .iter()
+                .chain(&incumbents)
+                .any(|c| c.claim.origin.programmed)
+        {
+            for claim in &own {
+                out.push(route_finding(
+                    world,
+                    route,
+                    Reason::GatewayNotProgrammed,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(world.config()),
+                    not_programmed_message(name, &claim.claim.origin),
+                ));
+            }
+        }
+        if world.config().is_shared_name(name) {
+            continue;
+        }
         // Incumbents that lose the name to its owner namespace are no reference; a newcomer
         // outside the owner's namespaces is refused the name whatever it resolves to.
         if let Some(owner) = hostname_ownership::owner_refusing(world, route, name, &mut incumbents)

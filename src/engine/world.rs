@@ -68,6 +68,10 @@ pub struct Origin {
     /// The `ttl` annotation of the ListenerSet, else of the Gateway: the TTL of names published
     /// through it whose route sets none (ARCHITECTURE.md, "Names").
     pub ttl: Option<u32>,
+    /// The Gateway (and ListenerSet, and at least one listener the route attached through)
+    /// does not say it is not programmed. An origin that does gives its targets to a name only
+    /// when no other origin of the name can (ARCHITECTURE.md, "Readiness").
+    pub programmed: bool,
 }
 
 /// When a Gateway lost its addresses and until when its last ones are kept (Unix seconds).
@@ -199,6 +203,7 @@ mod tests {
             targets: targets.clone().into(),
             kept: None,
             ttl: None,
+            programmed: true,
         };
         let joined: Vec<String> = targets.iter().map(ToString::to_string).collect();
         assert_eq!(origin.targets_text(), joined.join(", "));

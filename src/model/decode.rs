@@ -684,6 +684,30 @@ mod raw {
         })
     }
 
+    /// Is a condition of `kind` set to `status` (`True`/`False`)? A condition observed for
+    /// another generation than `generation` is stale and says nothing.
+    fn says(
+        conditions: &[RawCondition],
+        kind: &str,
+        status: &str,
+        generation: Option<i64>,
+    ) -> bool {
+        conditions.iter().any(|c| {
+            c.kind == kind
+                && c.status == status
+                && (c.observed_generation.is_none()
+                    || generation.is_none()
+                    || c.observed_generation == generation)
+        })
+    }
+
+    /// Readiness as the controller reports it: only an explicit `Programmed=False` (or, for a
+    /// listener, `Conflicted=True`) counts; no status yet is no news (ARCHITECTURE.md,
+    /// "Readiness").
+    fn programmed(conditions: &[RawCondition], generation: Option<i64>) -> bool {
+        !says(conditions, "Programmed", "False", generation)
+    }
+
     fn selector(raw: RawSelector, path: &str) -> Result<LabelSelector, DecodeError> {
         let mut requirements: Vec<Requirement> = raw
             .match_labels
@@ -750,6 +774,7 @@ mod raw {
     fn listeners(
         raw: Vec<RawListener>,
         statuses: &[RawListenerStatus],
+        generation: Option<i64>,
     ) -> Result<Box<[Listener]>, DecodeError> {
         raw.into_iter()
             .enumerate()
@@ -777,11 +802,14 @@ mod raw {
                         }),
                     ),
                 };
-                let listener_accepted = statuses
-                    .iter()
-                    .find(|s| s.name == l.name)
+                let status = statuses.iter().find(|s| s.name == l.name);
+                let listener_accepted = status
                     .and_then(|s| accepted(&s.conditions))
                     .map(|(state, _)| state);
+                let listener_programmed = status.is_none_or(|s| {
+                    programmed(&s.conditions, generation)
+                        && !says(&s.conditions, "Conflicted", "True", generation)
+                });
                 Ok(Listener {
                     name: l.name.into(),
                     // Hostnames compare in canonical form: made once here.
@@ -793,6 +821,7 @@ mod raw {
                     protocol: l.protocol.into(),
                     allowed_routes: AllowedRoutes { namespaces, kinds },
                     accepted: listener_accepted,
+                    programmed: listener_programmed,
                 })
             })
             .collect()
@@ -816,11 +845,13 @@ mod raw {
                 Some(_) => None,
             })
             .collect();
+        let generation = meta.generation.get();
         Ok(Gateway {
-            meta,
-            listeners: listeners(spec.listeners, &status.listeners)?,
+            listeners: listeners(spec.listeners, &status.listeners, generation)?,
             addresses,
             allowed_listeners,
+            programmed: programmed(&status.conditions, generation),
+            meta,
         })
     }
 
@@ -839,9 +870,11 @@ mod raw {
                 .into(),
             name: parent.name.into(),
         };
+        let generation = meta.generation.get();
         Ok(ListenerSet {
-            listeners: listeners(spec.listeners, &status.listeners)?,
+            listeners: listeners(spec.listeners, &status.listeners, generation)?,
             accepted: accepted(&status.conditions).map(|(state, _)| state),
+            programmed: programmed(&status.conditions, generation),
             parent,
             meta,
         })

@@ -411,6 +411,9 @@ pub struct Listener {
     /// The Accepted condition of the listener's own `status.listeners` entry; None when there is
     /// no entry or no such condition (ListenerSet listeners report this).
     pub accepted: Option<Acceptance>,
+    /// False when the listener's `status.listeners` entry says `Programmed=False` or
+    /// `Conflicted=True` (ARCHITECTURE.md, "Readiness").
+    pub programmed: bool,
 }
 
 /// An address a Gateway publishes: an IP literal or a DNS hostname.
@@ -504,6 +507,9 @@ pub struct Gateway {
     pub addresses: Box<[Address]>,
     /// `spec.allowedListeners.namespaces.from` (default None: no ListenerSet may attach).
     pub allowed_listeners: NamespacesFrom,
+    /// False when `status.conditions` says `Programmed=False` for the current generation
+    /// (ARCHITECTURE.md, "Readiness").
+    pub programmed: bool,
 }
 
 /// A reference from a ListenerSet to its Gateway.
@@ -528,6 +534,9 @@ pub struct ListenerSet {
     pub listeners: Box<[Listener]>,
     /// From `status.conditions` type Accepted; None when there is no such condition.
     pub accepted: Option<Acceptance>,
+    /// False when `status.conditions` says `Programmed=False` for the current generation
+    /// (ARCHITECTURE.md, "Readiness").
+    pub programmed: bool,
 }
 
 /// A parentRef's group and kind: the two gateway-dns attaches through, kept as a tag, or any

@@ -176,6 +176,14 @@ const CASES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "gateway-not-programmed",
+        Expect {
+            allowed: true,
+            deny: &[],
+            warn: &["GatewayNotProgrammed"],
+        },
+    ),
+    (
         "inherited-wildcard-hostname",
         Expect {
             allowed: true,

@@ -25,6 +25,7 @@ mod layers;
 mod objects;
 mod ownership;
 mod props;
+mod readiness;
 mod rules;
 mod schema;
 mod shared;

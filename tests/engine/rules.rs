@@ -1042,6 +1042,7 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::ParentNotFound, Action::Warn),
         (Reason::NoParentRefs, Action::Warn),
         (Reason::GatewayHasNoAddress, Action::Warn),
+        (Reason::GatewayNotProgrammed, Action::Warn),
         (Reason::InheritedWildcardHostname, Action::Warn),
         (Reason::TooManyHostnames, Action::Deny),
         (Reason::TooManyParentRefs, Action::Deny),
