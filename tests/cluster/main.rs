@@ -17,6 +17,7 @@ mod lease;
 mod ownership;
 mod peer;
 mod rbac;
+mod readiness;
 mod replicas;
 mod seed_story;
 mod serve;
