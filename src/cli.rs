@@ -255,6 +255,11 @@ pub struct ServeArgs {
     /// NOTIFY on each change and allowed AXFR/IXFR when signed with the transfer TSIG key.
     #[arg(long = "embedded-secondary", value_name = "ADDR", value_delimiter = ',', value_parser = parse_secondary_address, env = "GATEWAY_DNS_EMBEDDED_SECONDARY", help_heading = DNS)]
     pub embedded_secondaries: Vec<std::net::SocketAddr>,
+    /// Embedded DNS: how often each secondary is asked for its SOA serials when nothing
+    /// changes (they are also asked a moment after each change, and every 5s while one is
+    /// behind): gateway_dns_secondary_serial_lag.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "GATEWAY_DNS_EMBEDDED_SECONDARY_CHECK_INTERVAL", help_heading = DNS)]
+    pub embedded_secondary_check_interval: std::time::Duration,
     /// Embedded DNS: name of the TSIG key for zone transfers and NOTIFY (needed with
     /// --embedded-secondary).
     #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_EMBEDDED_TSIG_KEY_NAME", help_heading = DNS)]

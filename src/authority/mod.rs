@@ -52,6 +52,7 @@ mod auth;
 pub mod dnssec;
 mod error;
 mod listen;
+mod secondaries;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -80,7 +81,10 @@ use crate::tsig::TsigKey;
 use self::answer::answer_bytes;
 use self::dnssec::signing_period;
 use self::listen::{AnswerRateLimiter, bind_pair, serve_tcp, serve_udp, udp_receivers};
+use self::secondaries::{SecondaryWatch, watch_secondaries};
 use self::transfer::{Transfers, notify_secondaries};
+
+pub use self::secondaries::{DEFAULT_SECONDARY_CHECK_INTERVAL, SecondaryStatus, serials_behind};
 use self::zone::{Delta, RrSet, Store, Touched, Zone, initial_serial, next_serial, unix_now};
 
 /// Changes waiting to be notified; beyond, a change is skipped (the next one carries its
@@ -106,6 +110,9 @@ pub struct EmbeddedConfig {
     pub transfer_key: Option<TsigKey>,
     /// DNSSEC keys (`--embedded-dnssec-key`); none: the zones are served unsigned.
     pub dnssec_keys: Vec<Arc<ZoneKey>>,
+    /// How often each secondary is asked for its serials when nothing changes
+    /// (`--embedded-secondary-check-interval`).
+    pub secondary_check_interval: Duration,
 }
 
 /// Environment variable read for the transfer TSIG secret when no secret file is given.
@@ -126,6 +133,7 @@ impl EmbeddedConfig {
             secondaries: Vec::new(),
             transfer_key: None,
             dnssec_keys: Vec::new(),
+            secondary_check_interval: DEFAULT_SECONDARY_CHECK_INTERVAL,
         }
     }
 }
@@ -141,6 +149,8 @@ pub struct EmbeddedDns {
     soa_ttl: u32,
     transfers: Arc<Transfers>,
     dnssec_keys: Vec<Arc<ZoneKey>>,
+    /// How far each secondary is behind; empty without secondaries.
+    secondaries: Arc<Mutex<Vec<SecondaryStatus>>>,
 }
 
 impl EmbeddedDns {
@@ -197,6 +207,7 @@ impl EmbeddedDns {
                 generation.clone(),
             )));
         }
+        let watch = SecondaryWatch::new(&transfers.secondaries);
         let notify = if transfers.secondaries.is_empty() {
             None
         } else {
@@ -205,6 +216,13 @@ impl EmbeddedDns {
                 receiver,
                 transfers.clone(),
                 soa_ttl,
+                watch.changed.clone(),
+            )));
+            tasks.push(tokio::spawn(watch_secondaries(
+                store.clone(),
+                watch.statuses.clone(),
+                watch.changed.clone(),
+                config.secondary_check_interval,
             )));
             Some(sender)
         };
@@ -225,7 +243,16 @@ impl EmbeddedDns {
             soa_ttl,
             transfers,
             dnssec_keys: config.dnssec_keys,
+            secondaries: watch.statuses,
         })
+    }
+
+    /// How far each secondary (`--embedded-secondary`) is behind, as last asked.
+    pub fn secondaries(&self) -> Vec<SecondaryStatus> {
+        self.secondaries
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// Answers one raw request exactly as the listeners do: `tcp_peer` is the client's address

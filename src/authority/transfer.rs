@@ -41,6 +41,8 @@ pub(super) async fn notify_secondaries(
     mut changes: mpsc::Receiver<(String, u32)>,
     transfers: Arc<Transfers>,
     soa_ttl: u32,
+    // Told of each change, so that the secondaries' serials are asked after it.
+    changed: Arc<tokio::sync::Notify>,
 ) {
     // Aborting this task drops the set, which aborts the NOTIFYs in flight.
     let mut in_flight = JoinSet::new();
@@ -48,6 +50,7 @@ pub(super) async fn notify_secondaries(
         tokio::select! {
             change = changes.recv() => {
                 let Some((apex, serial)) = change else { return };
+                changed.notify_one();
                 for secondary in &transfers.secondaries {
                     in_flight.spawn(notify_one(
                         *secondary,

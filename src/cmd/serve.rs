@@ -420,7 +420,7 @@ async fn build_syncer(
     process: &mut Process,
 ) -> Result<Syncer> {
     let zones = zones_for(args, source.manifests.then_some(&process.index))?;
-    let provider = provider_for(args, &zones).await?;
+    let provider = provider_for(args, &zones, process).await?;
     let mut sync_config = SyncConfig::new(args.provider_flags.txt_owner_id.clone(), zones.clone());
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     sync_config.interval = args.interval;
@@ -669,7 +669,28 @@ fn zones_for(args: &ServeArgs, manifests: Option<&Index>) -> Result<Vec<String>>
     }
 }
 
-async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Provider>> {
+/// The embedded server's secondaries, as `gateway_dns_secondary_serial_lag` (serials and
+/// seconds) tells them.
+pub fn export_secondaries(server: &authority::EmbeddedDns, metrics: &Metrics) {
+    let now = std::time::Instant::now();
+    for status in server.secondaries() {
+        metrics.set_secondary_lag(
+            &status.secondary.to_string(),
+            if status.caught_up() {
+                0
+            } else {
+                status.behind.unwrap_or(0)
+            },
+            status.lag(now),
+        );
+    }
+}
+
+async fn provider_for(
+    args: &ServeArgs,
+    zones: &[String],
+    process: &mut Process,
+) -> Result<Arc<dyn Provider>> {
     Ok(match args.provider {
         ProviderKind::Embedded => {
             let mut config = authority::EmbeddedConfig::new(zones.to_vec());
@@ -682,6 +703,7 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             };
             config.udp_answers_per_source_per_second = args.dns_rrl_rate;
             config.secondaries = args.embedded_secondaries.clone();
+            config.secondary_check_interval = args.embedded_secondary_check_interval;
             config.transfer_key = match &args.embedded_tsig_key_name {
                 None => None,
                 Some(name) => {
@@ -708,9 +730,18 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
             if !config.secondaries.is_empty() && config.transfer_key.is_none() {
                 bail!("--embedded-secondary needs --embedded-tsig-key-name (transfers are signed)");
             }
-            let server = authority::EmbeddedDns::start(config).await?;
+            let server = Arc::new(authority::EmbeddedDns::start(config).await?);
             tracing::info!(addr = %server.local_addr(), "embedded DNS server listening (UDP and TCP)");
-            Arc::new(server)
+            if !args.embedded_secondaries.is_empty() {
+                let (exported, metrics) = (server.clone(), process.metrics.clone());
+                process.tasks.spawn(async move {
+                    loop {
+                        export_secondaries(&exported, &metrics);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                });
+            }
+            server
         }
         kind => {
             super::provider::reader_writer(

@@ -169,6 +169,11 @@ struct SourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SecondaryLabels {
+    secondary: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AbsenceLabels {
     source: String,
     absence: String,
@@ -230,6 +235,8 @@ pub struct Metrics {
     evaluation_errors: Family<KindLabels, Counter>,
     cache_objects: Family<KindLabels, Gauge>,
     source_staleness: Family<SourceLabels, FloatGauge>,
+    secondary_serial_lag: Family<SecondaryLabels, Gauge>,
+    secondary_lag_seconds: Family<SecondaryLabels, FloatGauge>,
     absences: Family<AbsenceLabels, Counter>,
     sync_passes: Counter,
     sync_changes: Family<ActionLabels, Counter>,
@@ -312,6 +319,19 @@ impl Metrics {
             "Time since the source last delivered a consistent view, by watched kind",
             Unit::Seconds,
             source_staleness.clone(),
+        );
+        let secondary_serial_lag = Family::<SecondaryLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_secondary_serial_lag",
+            "Serials an embedded server's secondary is behind the primary, the most over its zones",
+            secondary_serial_lag.clone(),
+        );
+        let secondary_lag_seconds = Family::<SecondaryLabels, FloatGauge>::default();
+        registry.register_with_unit(
+            "gateway_dns_secondary_serial_lag",
+            "Time since an embedded server's secondary last held every zone's current serial",
+            Unit::Seconds,
+            secondary_lag_seconds.clone(),
         );
         let absences = Family::<AbsenceLabels, Counter>::default();
         registry.register(
@@ -432,6 +452,8 @@ impl Metrics {
             evaluation_errors,
             cache_objects,
             source_staleness,
+            secondary_serial_lag,
+            secondary_lag_seconds,
             absences,
             sync_passes,
             sync_changes,
@@ -579,6 +601,19 @@ impl Metrics {
                 source: source.to_string(),
             })
             .set(staleness.as_secs_f64());
+    }
+
+    /// Records how far `secondary` is behind: serials, and the time since it last matched.
+    pub fn set_secondary_lag(&self, secondary: &str, serials: u32, since_matched: Duration) {
+        let labels = SecondaryLabels {
+            secondary: secondary.to_string(),
+        };
+        self.secondary_serial_lag
+            .get_or_create(&labels)
+            .set(i64::from(serials));
+        self.secondary_lag_seconds
+            .get_or_create(&labels)
+            .set(since_matched.as_secs_f64());
     }
 
     /// Counts one absence seen by `source` (a watched kind, or a DNS provider) and what was

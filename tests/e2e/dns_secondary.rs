@@ -222,6 +222,94 @@ async fn bind_secondary_follows_changes_through_notify_and_transfer() {
     );
 }
 
+/// The series of `gateway_dns_secondary_serial_lag` (serials, or with `_seconds`) for
+/// `secondary`, as serve exports them.
+fn lag_metric(server: &EmbeddedDns, secondary: std::net::SocketAddr, suffix: &str) -> f64 {
+    let metrics = gateway_dns::metrics::Metrics::new();
+    gateway_dns::cmd::serve::export_secondaries(server, &metrics);
+    let series = format!("gateway_dns_secondary_serial_lag{suffix}{{secondary=\"{secondary}\"}} ");
+    metrics
+        .render()
+        .lines()
+        .find_map(|line| line.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series}in:\n{}", metrics.render()))
+}
+
+/// Waits up to 30 s for `condition` over the server's view of its one secondary.
+async fn wait_secondary(
+    server: &EmbeddedDns,
+    what: &str,
+    condition: impl Fn(&gateway_dns::authority::SecondaryStatus) -> bool,
+) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if server.secondaries().first().is_some_and(&condition) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: {:?}", server.secondaries());
+}
+
+/// The hidden primary asks its secondary for its serial: caught up, then behind while BIND is
+/// down and the zone changes (the lag metric rises, in serials and seconds), then caught up
+/// again once BIND is back (the metric falls to 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serial_lag_of_a_secondary_rises_while_it_is_down_and_falls_when_it_catches_up() {
+    let zone = "example.com";
+    let bind_port = free_port();
+    let bind_addr = std::net::SocketAddr::from(([127, 0, 0, 1], bind_port));
+    let mut config = EmbeddedConfig::new(vec![zone.into()]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.secondaries = vec![bind_addr];
+    config.secondary_check_interval = Duration::from_secs(1);
+    config.transfer_key = Some(
+        gateway_dns::tsig::TsigKey::from_base64(KEY_NAME, "hmac-sha256".parse().unwrap(), SECRET)
+            .unwrap(),
+    );
+    let server = Arc::new(EmbeddedDns::start(config).await.unwrap());
+    let primary = server.local_addr();
+    let desired = Arc::new(Mutex::new(vec![a("app.example.com", "192.0.2.1")]));
+    let syncer = Syncer::new(
+        server.clone(),
+        source_of(&desired),
+        SyncConfig::new("gw", vec![zone.into()]),
+        Default::default(),
+    );
+    assert!(syncer.run_once().await.unwrap().converged);
+    let mut bind =
+        tokio::task::spawn_blocking(move || Bind::start_secondary(zone, bind_port, primary))
+            .await
+            .unwrap();
+    wait_secondary(&server, "caught up", |s| s.caught_up()).await;
+    assert_eq!(lag_metric(&server, bind_addr, ""), 0.0);
+    assert_eq!(lag_metric(&server, bind_addr, "_seconds"), 0.0);
+
+    // BIND down, the zone changes twice: the secondary is behind, by serials and in time.
+    tokio::task::block_in_place(|| bind.stop());
+    for address in ["192.0.2.2", "192.0.2.3"] {
+        desired.lock().unwrap()[0] = a("app.example.com", address);
+        assert!(syncer.run_once().await.unwrap().converged);
+    }
+    wait_secondary(&server, "behind and unanswering", |s| {
+        !s.caught_up() && s.error.is_some() && s.behind.is_some_and(|b| b > 0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(lag_metric(&server, bind_addr, "") > 0.0);
+    assert!(lag_metric(&server, bind_addr, "_seconds") >= 1.0);
+
+    // Back: it transfers what it missed, and the lag falls to 0.
+    tokio::task::block_in_place(|| bind.resume());
+    wait_secondary(&server, "caught up again", |s| s.caught_up()).await;
+    assert_eq!(lag_metric(&server, bind_addr, ""), 0.0);
+    assert_eq!(lag_metric(&server, bind_addr, "_seconds"), 0.0);
+    assert_eq!(
+        dig::query(bind.addr(), "app.example.com", "A", false).data("A"),
+        ["192.0.2.3"]
+    );
+}
+
 /// `gateway-dns serve` over `manifests` with the embedded server on `dns`, a secondary
 /// (nothing listens there: its NOTIFYs go unanswered) and the transfer key; killed on drop.
 pub(crate) struct Replica(std::process::Child);

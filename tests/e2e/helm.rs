@@ -1377,6 +1377,7 @@ pub(crate) fn busy_exposition() -> (String, String) {
     metrics.record_evaluation_error(EvaluationErrorKind::Timeout);
     metrics.set_cache_objects("HTTPRoute", 3);
     metrics.set_source_staleness("HTTPRoute", std::time::Duration::from_millis(1500));
+    metrics.set_secondary_lag("192.0.2.53:53", 2, std::time::Duration::from_secs(30));
     metrics.record_sync_pass();
     metrics.add_sync_changes(ChangeAction::Update, 2);
     metrics.record_sync_error("rfc2136", SyncErrorKind::Apply);
