@@ -130,7 +130,13 @@ pub fn check(
     let mut world: HashMap<ObjectKey, Object> =
         live.into_iter().flatten().map(|o| (o.key(), o)).collect();
     for loaded in &files {
-        world.insert(loaded.object.key(), loaded.object.clone());
+        let key = loaded.object.key();
+        let object = if overlay {
+            super::as_applied(&loaded.object, world.get(&key))
+        } else {
+            loaded.object.clone()
+        };
+        world.insert(key, object);
     }
     let outcome = settle_all(&Snapshot::from_objects(cfg, world.into_values()));
     // A record belongs to the files when one of its routes or Gateways came from them.

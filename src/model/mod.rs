@@ -688,6 +688,26 @@ impl Object {
     pub fn key(&self) -> ObjectKey {
         self.meta().key.clone()
     }
+
+    /// This object with another creationTimestamp (the API server sets its own: `check` lays
+    /// files over a cluster with the times the cluster would give them).
+    pub fn with_created(&self, created: OptionalI64) -> Object {
+        fn set<T: Clone>(
+            object: &Arc<T>,
+            meta: impl FnOnce(&mut T) -> &mut Meta,
+            created: OptionalI64,
+        ) -> Arc<T> {
+            let mut object = T::clone(object);
+            meta(&mut object).created = created;
+            Arc::new(object)
+        }
+        match self {
+            Object::Namespace(o) => Object::Namespace(set(o, |o| &mut o.meta, created)),
+            Object::Gateway(o) => Object::Gateway(set(o, |o| &mut o.meta, created)),
+            Object::ListenerSet(o) => Object::ListenerSet(set(o, |o| &mut o.meta, created)),
+            Object::Route(o) => Object::Route(set(o, |o| &mut o.meta, created)),
+        }
+    }
 }
 
 #[cfg(test)]
