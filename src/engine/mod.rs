@@ -196,6 +196,30 @@ impl fmt::Display for Action {
     }
 }
 
+/// Findings counted by action: the one count `check`'s summary and `serve`'s summary line
+/// share, so the two never tell one world differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActionCounts {
+    pub denials: usize,
+    pub warnings: usize,
+    pub audits: usize,
+}
+
+impl ActionCounts {
+    pub fn of<'f>(findings: impl IntoIterator<Item = &'f Finding>) -> ActionCounts {
+        let mut counts = ActionCounts::default();
+        for finding in findings {
+            match finding.action {
+                Action::Deny => counts.denials += 1,
+                Action::Warn => counts.warnings += 1,
+                Action::Audit => counts.audits += 1,
+                Action::Ignore => {}
+            }
+        }
+        counts
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     #[default]

@@ -179,12 +179,25 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
         "{:?}",
         conflicts[0]
     );
-    let log = serve.log();
-    let summary = log
-        .lines()
-        .find(|line| line.contains("conflicts, ") && line.contains(" warnings"))
-        .unwrap_or_else(|| panic!("no summary line in:\n{log}"));
-    assert!(summary.contains(" records, 1 conflicts, "), "{summary}");
+    // The summary counts the findings as `check` does over the same files.
+    let summaries = serve.lines("summary");
+    let summary = summaries
+        .last()
+        .unwrap_or_else(|| panic!("no summary line in:\n{}", serve.log()));
+    let checked = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["check", "--output", "json"])
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    let checked: serde_json::Value = serde_json::from_slice(&checked.stdout).unwrap();
+    for count in ["records", "denials", "warnings", "audits"] {
+        assert_eq!(
+            summary["fields"][count], checked["summary"][count],
+            "{count}: {summary} against check's {}",
+            checked["summary"]
+        );
+    }
+    assert_eq!(summary["fields"]["denials"], 2, "{summary}");
 
     // An enforce-mode denial is logged at INFO with the review's uid, the object and reason.
     wait_until("the CA file is written", Duration::from_secs(10), || {
@@ -232,11 +245,13 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
             .iter()
             .any(|line| line["fields"]["reason"] == "HostnameConflict")
     });
-    let log = serve.log();
     assert!(
-        log.lines()
-            .any(|line| line.contains(" records, 0 conflicts, ")),
-        "a new summary after the fix"
+        serve
+            .lines("summary")
+            .iter()
+            .any(|line| line["fields"]["denials"] == 1),
+        "a new summary after the fix: {}",
+        serve.log()
     );
     assert_eq!(
         serve
