@@ -159,7 +159,8 @@ const FEEDBACK: &str = "Events and PolicyReports (cluster source; written by the
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Files source: a directory of manifests, re-read on change (the embedded default).
+    /// Files source: a directory of manifests, re-read on change (without it, serve reads the
+    /// cluster).
     #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS", help_heading = SOURCES)]
     pub manifests: Option<PathBuf>,
     /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
@@ -555,7 +556,7 @@ pub fn parse_log_level(text: &str) -> Result<String, String> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProviderKind {
-    /// An authoritative DNS server inside gateway-dns (the default).
+    /// An authoritative DNS server inside serve (explain does not list it: ask it with dig).
     Embedded,
     /// RFC 2136 dynamic updates (BIND and others), TSIG, AXFR to list.
     Rfc2136,
@@ -645,7 +646,8 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "PATH", env = "GATEWAY_DNS_MANIFESTS")]
     pub manifests: Vec<PathBuf>,
     /// Read the cluster's objects (read-only) with this kubeconfig. Without it and without
-    /// --manifests: the in-cluster config, or KUBECONFIG.
+    /// --manifests: the in-cluster config, or KUBECONFIG (KUBECONFIG is read only without
+    /// --manifests; with them, this flag adds the cluster).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Output format.
