@@ -99,6 +99,8 @@ fn init_tracing(level: &str, format: LogFormat) {
     if json {
         builder.json().init();
     } else {
-        builder.init();
+        // Colour codes only where a person reads them: files and pipes get plain text.
+        let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        builder.with_ansi(colour).init();
     }
 }

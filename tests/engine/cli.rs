@@ -1136,6 +1136,31 @@ fn external_dns_flags_of_a_command_line_map_with_a_note_or_are_refused_with_what
 }
 
 #[test]
+fn serve_notes_mapped_flags_in_its_log_and_text_logs_have_no_colour_off_a_terminal() {
+    // Nothing to run: serve logs the note, then stops on the configuration (exit 2).
+    let out = run(&[
+        "serve",
+        "--log-format",
+        "text",
+        "--registry=txt",
+        "--webhook=false",
+        "--sync=false",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let note = out
+        .stderr
+        .lines()
+        .find(|line| line.contains("--registry=txt: record ownership is kept in TXT records"))
+        .unwrap_or_else(|| panic!("no note in:\n{}", out.stderr));
+    assert!(note.contains("INFO"), "{note}");
+    assert!(
+        !out.stderr.contains('\x1b'),
+        "colour codes in a pipe: {:?}",
+        out.stderr
+    );
+}
+
+#[test]
 fn booleans_are_switches_with_an_optional_value() {
     let defaults = serve_args(&[]);
     assert!(defaults.webhook && defaults.sync && defaults.leader_election);
