@@ -440,11 +440,12 @@ impl Config {
         Arc::new(route)
     }
 
-    /// The mode for a route in a namespace with these labels (the Namespace label wins).
+    /// The mode for a route in a namespace with these labels (the Namespace label wins). The
+    /// value is read in any case: `Warn` written by hand must not silently mean enforce.
     pub fn mode_for(&self, namespace_labels: Option<&StringMap>) -> Mode {
         namespace_labels
             .and_then(|labels| labels.get(MODE_LABEL))
-            .and_then(|value| value.parse().ok())
+            .and_then(|value| value.trim().to_ascii_lowercase().parse().ok())
             .unwrap_or(self.mode)
     }
 
@@ -486,7 +487,11 @@ impl Config {
 
     /// May routes in a namespace with these labels override their targets (the label wins)?
     pub fn route_targets_allowed(&self, namespace_labels: Option<&StringMap>) -> bool {
-        match namespace_labels.and_then(|labels| labels.get(ROUTE_TARGETS_LABEL)) {
+        // In any case, as the mode label.
+        let label = namespace_labels
+            .and_then(|labels| labels.get(ROUTE_TARGETS_LABEL))
+            .map(|value| value.trim().to_ascii_lowercase());
+        match label.as_deref() {
             Some("allow") => true,
             Some("forbid") => false,
             _ => self.allow_route_targets,
