@@ -577,15 +577,35 @@ pub async fn watch(
                         tracing::error!(error = %err, "manifests not reloaded; keeping the last good content");
                         last_seen = Some(print);
                     }
-                    Err(err) => tracing::error!(error = %err, "manifest loader failed"),
+                    Err(err) => {
+                        if shutting_down(&err, "manifest loader failed") {
+                            return;
+                        }
+                    }
                 }
             }
             Ok(Ok(_)) => {}
             Ok(Err(err)) => tracing::error!(error = %err, "cannot scan manifests"),
-            Err(err) => tracing::error!(error = %err, "manifest scan failed"),
+            Err(err) => {
+                if shutting_down(&err, "manifest scan failed") {
+                    return;
+                }
+            }
         }
         tokio::time::sleep(interval).await;
     }
+}
+
+/// Whether a blocking step of [`watch`] was cancelled, which happens only when the runtime
+/// shuts down (the end of `serve --once`, or a signal): its pool cancels the steps not yet
+/// started and wakes their waiter before the waiter itself is dropped. That is the end of the
+/// watch, not a failure. Anything else (a panic) is logged as `what`.
+fn shutting_down(err: &tokio::task::JoinError, what: &str) -> bool {
+    if err.is_cancelled() {
+        return true;
+    }
+    tracing::error!(error = %err, "{what}");
+    false
 }
 
 #[cfg(test)]
@@ -597,6 +617,21 @@ mod tests {
         parse_text("t.yaml", text, false, &mut out)?;
         check_duplicates(&out)?;
         Ok(out)
+    }
+
+    #[test]
+    fn a_step_cancelled_by_the_runtime_ends_the_watch_without_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (cancelled, panicked) = runtime.block_on(async {
+            let pending = tokio::spawn(std::future::pending::<()>());
+            pending.abort();
+            let panics = tokio::spawn(async { panic!("a bug") });
+            (pending.await.unwrap_err(), panics.await.unwrap_err())
+        });
+        assert!(shutting_down(&cancelled, "manifest scan failed"));
+        assert!(!shutting_down(&panicked, "manifest scan failed"));
     }
 
     #[test]
