@@ -23,7 +23,7 @@ use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
-use crate::net::ConnectionLimits;
+use crate::net::{CapEvent, CapObserver, ConnectionLimits};
 use crate::secret::SecretSource;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
@@ -99,7 +99,8 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         process.readiness.set_tls_bound(true);
     }
     if let Some(addr) = args.metrics_listen {
-        start_metrics_listener(addr, listener_options(&args), &mut process).await?;
+        let options = listener_options(&args, &process.metrics, "metrics");
+        start_metrics_listener(addr, options, &mut process).await?;
     }
     process.until_shutdown().await
 }
@@ -420,7 +421,7 @@ async fn build_syncer(
     process: &mut Process,
 ) -> Result<Syncer> {
     let zones = zones_for(args, source.manifests.then_some(&process.index))?;
-    let provider = provider_for(args, &zones).await?;
+    let provider = provider_for(args, &zones, &process.metrics).await?;
     let mut sync_config = SyncConfig::new(args.provider_flags.txt_owner_id.clone(), zones.clone());
     sync_config.policy = args.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     sync_config.interval = args.interval;
@@ -544,7 +545,7 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
             .with_context(|| format!("--client-ca {}", client_ca.display()))?,
         None => tls_runtime.server_config.clone(),
     };
-    let listener_options = listener_options(args);
+    let listener_options = listener_options(args, &process.metrics, "webhook");
     process.tasks.spawn(async move {
         // Keep the TLS runtime (and its reloader) alive as long as the server runs.
         let _tls_runtime = tls_runtime;
@@ -562,9 +563,15 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
     Ok(())
 }
 
-/// The transport limits of the webhook and metrics listeners, from the flags.
-fn listener_options(args: &ServeArgs) -> server::ListenerOptions {
+/// The transport limits of the webhook and metrics listeners, from the flags, with their cap
+/// events counted under `listener`.
+fn listener_options(
+    args: &ServeArgs,
+    metrics: &Arc<Metrics>,
+    listener: &'static str,
+) -> server::ListenerOptions {
     server::ListenerOptions {
+        caps: Some(cap_observer(metrics, listener)),
         connections: ConnectionLimits {
             max_connections: args.max_connections,
             max_per_source: args.max_connections_per_source,
@@ -575,6 +582,15 @@ fn listener_options(args: &ServeArgs) -> server::ListenerOptions {
         http2_keepalive_interval: args.http2_keepalive_interval,
         ..server::ListenerOptions::default()
     }
+}
+
+/// Counts the connections a listener closes or refuses at a cap (`net` knows no metrics).
+fn cap_observer(metrics: &Arc<Metrics>, listener: &'static str) -> CapObserver {
+    let metrics = metrics.clone();
+    CapObserver::new(move |event| match event {
+        CapEvent::Evicted(cap) => metrics.record_connection_evicted(listener, cap.as_str()),
+        CapEvent::Refused(cap) => metrics.record_connection_refused(listener, cap.as_str()),
+    })
 }
 
 /// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`).
@@ -653,7 +669,11 @@ fn zones_for(args: &ServeArgs, manifests: Option<&Index>) -> Result<Vec<String>>
     }
 }
 
-async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Provider>> {
+async fn provider_for(
+    args: &ServeArgs,
+    zones: &[String],
+    metrics: &Arc<Metrics>,
+) -> Result<Arc<dyn Provider>> {
     Ok(match args.provider {
         ProviderKind::Embedded => {
             let mut config = authority::EmbeddedConfig::new(zones.to_vec());
@@ -664,6 +684,7 @@ async fn provider_for(args: &ServeArgs, zones: &[String]) -> Result<Arc<dyn Prov
                 first_request_timeout: args.dns_tcp_idle_timeout,
                 idle_timeout: args.dns_tcp_idle_timeout,
             };
+            config.tcp_caps = Some(cap_observer(metrics, "dns"));
             config.udp_answers_per_source_per_second = args.dns_rrl_rate;
             config.secondaries = args.embedded_secondaries.clone();
             config.transfer_key = match &args.embedded_tsig_key_name {
