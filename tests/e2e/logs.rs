@@ -107,6 +107,12 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
     let work = tempfile::tempdir().unwrap();
     let manifests = work.path().join("cluster");
     copy_dir(&examples_dir().join("cluster"), &manifests);
+    // A document of a kind gateway-dns does not read, as a repo of manifests holds.
+    std::fs::write(
+        manifests.join("config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\n",
+    )
+    .unwrap();
     let bind = Bind::start("example.com", "");
     let (https, metrics_port) = (free_port(), free_port());
     let ca = work.path().join("ca.crt");
@@ -179,6 +185,17 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
         "{:?}",
         conflicts[0]
     );
+    // Skipped documents are logged as `check` lists them.
+    let skipped = serve.lines("skipped a document gateway-dns does not read");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0]["fields"]["document"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("config.yaml: document 1: ConfigMap (v1)")),
+        "{:?}",
+        skipped[0]
+    );
+
     // The summary counts the findings as `check` does over the same files.
     let summaries = serve.lines("summary");
     let summary = summaries
