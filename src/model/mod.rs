@@ -582,15 +582,20 @@ pub struct ParentRef {
     pub name: Box<str>,
     pub section_name: Option<Box<str>>,
     pub port: Option<i32>,
-    /// The `status.parents` entry for this exact reference (same parent and sectionName), if any.
+    /// The `status.parents` entry for this reference, matched on the parent alone (group,
+    /// kind, namespace and name, as external-dns matches it): the one with the same
+    /// sectionName when there is one, else the first for that parent.
     pub status: Option<ParentStatus>,
 }
 
-/// The Accepted condition a controller reported for one parentRef.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The Accepted condition a controller reported for one parentRef, and the sectionName and
+/// port its status entry names (which may differ from the spec's).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentStatus {
     pub accepted: Acceptance,
     pub observed_generation: OptionalI64,
+    pub section_name: Option<Box<str>>,
+    pub port: Option<i32>,
 }
 
 impl ParentRef {
@@ -657,6 +662,10 @@ impl Route {
                         + p.namespace.len()
                         + p.name.len()
                         + p.section_name.as_ref().map_or(0, |s| s.len())
+                        + p.status
+                            .as_ref()
+                            .and_then(|s| s.section_name.as_ref())
+                            .map_or(0, |s| s.len())
                 })
                 .sum::<usize>()
     }
