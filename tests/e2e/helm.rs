@@ -1610,6 +1610,15 @@ fn exposition_passes_promtool_check_metrics() {
         run.stdout,
         run.stderr
     );
+    // As a process starts, families without series yet are only described: still valid.
+    let fresh = gateway_dns::metrics::Metrics::new().render();
+    let run = promtool_check_metrics(&fresh);
+    assert!(
+        run.success && run.stdout.trim().is_empty() && run.stderr.trim().is_empty(),
+        "promtool check metrics (fresh registry): {}{}\n{fresh}",
+        run.stdout,
+        run.stderr
+    );
     // The checker does find problems: a counter without `_total` and a family without help.
     let bad = "# TYPE gateway_dns_bad counter\ngateway_dns_bad 1\n";
     assert!(!promtool_check_metrics(bad).success);
