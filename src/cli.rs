@@ -159,7 +159,8 @@ const FEEDBACK: &str = "Events and PolicyReports (cluster source; written by the
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Files source: a directory of manifests, re-read on change (the embedded default).
+    /// Files source: a directory of manifests, re-read on change (without it, serve reads the
+    /// cluster).
     #[arg(long, value_name = "DIR", env = "GATEWAY_DNS_MANIFESTS", help_heading = SOURCES)]
     pub manifests: Option<PathBuf>,
     /// Cluster source: a kubeconfig (default: in-cluster config, or KUBECONFIG).
@@ -507,6 +508,119 @@ pub fn join_boolean_values(args: impl IntoIterator<Item = OsString>) -> Vec<OsSt
     joined
 }
 
+/// external-dns flags an existing command line carries, read before clap: a flag whose meaning
+/// holds is renamed or dropped with one note saying what it maps to; one that cannot hold is
+/// refused with what to do instead. clap would otherwise refuse them with a tip picked by
+/// spelling, which can name an unrelated flag. Nothing after a bare `--` is touched.
+pub fn external_dns_flags(
+    args: impl IntoIterator<Item = OsString>,
+) -> Result<(Vec<OsString>, Vec<String>), String> {
+    /// Flags of external-dns that are one of ours under another name.
+    const RENAMED: [(&str, &str); 3] = [
+        ("gateway-label-filter", "gateway-selector"),
+        ("rfc2136-tsig-keyname", "rfc2136-tsig-key-name"),
+        ("rfc2136-tsig-secret-alg", "rfc2136-tsig-algorithm"),
+    ];
+    /// Secrets external-dns takes on its command line, where gateway-dns never reads one.
+    const SECRETS: [(&str, &str, &str); 3] = [
+        (
+            "rfc2136-tsig-secret",
+            "rfc2136-tsig-secret-file",
+            "GATEWAY_DNS_RFC2136_TSIG_SECRET",
+        ),
+        (
+            "pdns-api-key",
+            "pdns-api-key-file",
+            "GATEWAY_DNS_PDNS_API_KEY",
+        ),
+        (
+            "txt-encrypt-aes-key",
+            "txt-encrypt-aes-key-file",
+            "GATEWAY_DNS_TXT_ENCRYPT_AES_KEY",
+        ),
+    ];
+    const ROUTE_SOURCES: [&str; 5] = [
+        "gateway-httproute",
+        "gateway-grpcroute",
+        "gateway-tlsroute",
+        "gateway-tcproute",
+        "gateway-udproute",
+    ];
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            out.push(arg);
+            out.extend(args);
+            break;
+        }
+        let Some((name, inline)) = arg.to_str().and_then(|text| {
+            let flag = text.strip_prefix("--")?;
+            Some(match flag.split_once('=') {
+                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+                None => (flag.to_owned(), None),
+            })
+        }) else {
+            out.push(arg);
+            continue;
+        };
+        if let Some((_, ours)) = RENAMED.iter().find(|(theirs, _)| *theirs == name) {
+            notes.push(format!(
+                "--{name} is external-dns's name for --{ours}; read as --{ours}"
+            ));
+            out.push(match inline {
+                Some(value) => OsString::from(format!("--{ours}={value}")),
+                None => OsString::from(format!("--{ours}")),
+            });
+            continue;
+        }
+        if let Some((_, file, env)) = SECRETS.iter().find(|(theirs, _, _)| *theirs == name) {
+            return Err(format!(
+                "--{name} is not accepted: gateway-dns never reads a secret from its command \
+                 line; put it in a file and pass --{file} FILE, or set {env}"
+            ));
+        }
+        if name != "source" && name != "registry" {
+            out.push(arg);
+            continue;
+        }
+        let value = match inline {
+            Some(value) => value,
+            None => args
+                .next()
+                .and_then(|value| value.into_string().ok())
+                .ok_or_else(|| format!("--{name} needs a value"))?,
+        };
+        if name == "registry" {
+            if value != "txt" {
+                return Err(format!(
+                    "--registry={value} is not accepted: gateway-dns keeps record ownership \
+                     only in TXT records, as external-dns's txt registry does; remove \
+                     --registry (or give --registry=txt)"
+                ));
+            }
+            notes.push(
+                "--registry=txt: record ownership is kept in TXT records, as external-dns's txt \
+                 registry does (the only registry gateway-dns has); nothing to set"
+                    .to_owned(),
+            );
+        } else if ROUTE_SOURCES.contains(&value.as_str()) {
+            notes.push(format!(
+                "--source={value}: gateway-dns always reads HTTPRoutes, GRPCRoutes, TLSRoutes, \
+                 TCPRoutes and UDPRoutes (every gateway-* source of external-dns); nothing to set"
+            ));
+        } else {
+            return Err(format!(
+                "--source={value} is not accepted: gateway-dns publishes names from Gateway API \
+                 routes only (external-dns's gateway-* sources); keep the {value} source in \
+                 external-dns, with its own --txt-owner-id, and remove --source={value} here"
+            ));
+        }
+    }
+    Ok((out, notes))
+}
+
 /// A boolean flag's or environment variable's value: true|false|1|0|yes|no (any case).
 pub fn parse_bool(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
@@ -560,7 +674,7 @@ pub fn parse_log_level(text: &str) -> Result<String, String> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProviderKind {
-    /// An authoritative DNS server inside gateway-dns (the default).
+    /// An authoritative DNS server inside serve (explain does not list it: ask it with dig).
     Embedded,
     /// RFC 2136 dynamic updates (BIND and others), TSIG, AXFR to list.
     Rfc2136,
@@ -650,7 +764,8 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "PATH", env = "GATEWAY_DNS_MANIFESTS")]
     pub manifests: Vec<PathBuf>,
     /// Read the cluster's objects (read-only) with this kubeconfig. Without it and without
-    /// --manifests: the in-cluster config, or KUBECONFIG.
+    /// --manifests: the in-cluster config, or KUBECONFIG (KUBECONFIG is read only without
+    /// --manifests; with them, this flag adds the cluster).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Output format.

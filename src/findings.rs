@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::engine::settle::Outcome;
-use crate::engine::{Finding, Reason};
+use crate::engine::{ActionCounts, Finding};
 use crate::index::Index;
 use crate::metrics::Metrics;
 
@@ -16,27 +16,18 @@ pub struct FindingsReport {
     reported: Option<BTreeSet<Finding>>,
 }
 
-/// The counts of the summary line.
+/// The counts of the summary line: the findings counted by action as `check` counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
     pub records: usize,
-    /// `HostnameConflict` findings.
-    pub conflicts: usize,
-    /// Every other finding.
-    pub warnings: usize,
+    pub findings: ActionCounts,
 }
 
 impl Summary {
     pub fn of(outcome: &Outcome) -> Summary {
-        let conflicts = outcome
-            .violations
-            .iter()
-            .filter(|v| v.reason == Reason::HostnameConflict)
-            .count();
         Summary {
             records: outcome.records.len(),
-            conflicts,
-            warnings: outcome.violations.len() - conflicts,
+            findings: ActionCounts::of(&outcome.violations),
         }
     }
 }
@@ -45,8 +36,8 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} records, {} conflicts, {} warnings",
-            self.records, self.conflicts, self.warnings
+            "{} record(s), {} denial(s), {} warning(s), {} audit(s)",
+            self.records, self.findings.denials, self.findings.warnings, self.findings.audits
         )
     }
 }
@@ -94,9 +85,10 @@ impl FindingsReport {
             let summary = Summary::of(outcome);
             tracing::info!(
                 records = summary.records,
-                conflicts = summary.conflicts,
-                warnings = summary.warnings,
-                "{summary}"
+                denials = summary.findings.denials,
+                warnings = summary.findings.warnings,
+                audits = summary.findings.audits,
+                "summary: {summary}"
             );
             self.metrics.set_findings(&outcome.violations);
         }
@@ -108,8 +100,8 @@ impl FindingsReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Action;
     use crate::engine::settle::Record;
+    use crate::engine::{Action, Reason};
     use crate::model::RecordType;
 
     fn finding(reason: Reason, object: &str) -> Finding {
@@ -156,7 +148,7 @@ mod tests {
         };
         assert_eq!(
             Summary::of(&conflict).to_string(),
-            "2 records, 1 conflicts, 1 warnings"
+            "2 record(s), 2 denial(s), 0 warning(s), 0 audit(s)"
         );
         assert!(report.report(&conflict));
         assert!(!report.report(&conflict));

@@ -14,7 +14,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     gateway_dns::allocator::return_freed_pages_promptly();
-    let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(std::env::args_os()));
+    let (args, notes) = match gateway_dns::cli::external_dns_flags(std::env::args_os()) {
+        Ok(read) => read,
+        Err(message) => {
+            // As clap reports a flag it refuses: on stderr, exit 2.
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(args));
+    if !matches!(cli.command, Command::Serve(_)) {
+        for note in &notes {
+            eprintln!("gateway-dns: {note}");
+        }
+    }
     match cli.command {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
         Command::Explain(args) => ExitCode::from(cmd::explain::run(&args)),
@@ -24,6 +37,9 @@ fn main() -> ExitCode {
         Command::Man(args) => ExitCode::from(cmd::man::run(&args)),
         Command::Serve(args) => {
             init_tracing(&args.log_level, args.log_format);
+            for note in &notes {
+                tracing::info!("{note}");
+            }
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(worker_threads())
                 .enable_all()
@@ -83,6 +99,8 @@ fn init_tracing(level: &str, format: LogFormat) {
     if json {
         builder.json().init();
     } else {
-        builder.init();
+        // Colour codes only where a person reads them: files and pipes get plain text.
+        let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        builder.with_ansi(colour).init();
     }
 }

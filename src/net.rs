@@ -51,12 +51,72 @@ impl ConnectionLimits {
     };
 }
 
+/// Which cap made a table close or turn away a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// The listener's cap on open connections.
+    Connections,
+    /// The cap on open connections from one source address.
+    PerSource,
+}
+
+impl Cap {
+    pub const ALL: [Cap; 2] = [Cap::Connections, Cap::PerSource];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cap::Connections => "connections",
+            Cap::PerSource => "per_source",
+        }
+    }
+}
+
+/// What a table did at a cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapEvent {
+    /// The longest-idle connection was closed to make room.
+    Evicted(Cap),
+    /// Every connection was busy: the newcomer was turned away.
+    Refused(Cap),
+}
+
+/// Told of every [`CapEvent`] of a table. `net` knows no metrics; whoever runs the listener
+/// counts them.
+#[derive(Clone)]
+pub struct CapObserver(Arc<dyn Fn(CapEvent) + Send + Sync>);
+
+impl CapObserver {
+    pub fn new(observe: impl Fn(CapEvent) + Send + Sync + 'static) -> CapObserver {
+        CapObserver(Arc::new(observe))
+    }
+
+    fn tell(&self, event: CapEvent) {
+        (self.0)(event);
+    }
+}
+
+impl std::fmt::Debug for CapObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CapObserver")
+    }
+}
+
+/// Two observers are the same when they are one closure.
+impl PartialEq for CapObserver {
+    fn eq(&self, other: &CapObserver) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CapObserver {}
+
 /// The open connections of one listener.
 #[derive(Debug)]
 pub struct ConnectionTable {
     limits: ConnectionLimits,
     started: Instant,
     inner: Mutex<TableInner>,
+    observer: Option<CapObserver>,
 }
 
 #[derive(Debug, Default)]
@@ -111,6 +171,14 @@ pub struct RequestGuard {
 
 impl ConnectionTable {
     pub fn new(limits: ConnectionLimits) -> Arc<ConnectionTable> {
+        ConnectionTable::observed(limits, None)
+    }
+
+    /// A table that tells `observer` of every connection it closes or refuses at a cap.
+    pub fn observed(
+        limits: ConnectionLimits,
+        observer: Option<CapObserver>,
+    ) -> Arc<ConnectionTable> {
         Arc::new(ConnectionTable {
             limits: ConnectionLimits {
                 max_connections: limits.max_connections.max(1),
@@ -119,7 +187,14 @@ impl ConnectionTable {
             },
             started: Instant::now(),
             inner: Mutex::new(TableInner::default()),
+            observer,
         })
+    }
+
+    fn tell(&self, event: CapEvent) {
+        if let Some(observer) = &self.observer {
+            observer.tell(event);
+        }
     }
 
     pub fn limits(&self) -> &ConnectionLimits {
@@ -152,14 +227,26 @@ impl ConnectionTable {
         if from_source >= self.limits.max_per_source {
             let victim = longest_idle(inner.open.values().filter(|c| c.source == source));
             match victim {
-                Some(id) => evict(&mut inner, id),
-                None => return Err(Refused::SourceFull(from_source)),
+                Some(id) => {
+                    evict(&mut inner, id);
+                    self.tell(CapEvent::Evicted(Cap::PerSource));
+                }
+                None => {
+                    self.tell(CapEvent::Refused(Cap::PerSource));
+                    return Err(Refused::SourceFull(from_source));
+                }
             }
         }
         if inner.open.len() >= self.limits.max_connections {
             match longest_idle(inner.open.values()) {
-                Some(id) => evict(&mut inner, id),
-                None => return Err(Refused::Full(inner.open.len())),
+                Some(id) => {
+                    evict(&mut inner, id);
+                    self.tell(CapEvent::Evicted(Cap::Connections));
+                }
+                None => {
+                    self.tell(CapEvent::Refused(Cap::Connections));
+                    return Err(Refused::Full(inner.open.len()));
+                }
             }
         }
         let id = inner.next_id;
@@ -335,6 +422,33 @@ mod tests {
             table.len(),
             3,
             "an evicted connection left the table already"
+        );
+    }
+
+    #[test]
+    fn the_observer_hears_each_eviction_and_refusal_with_its_cap() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        let observer = CapObserver::new(move |event| log.lock().unwrap().push(event));
+        let table = ConnectionTable::observed(limits(3, 2), Some(observer));
+        let a1 = table.admit(A).unwrap();
+        let a2 = table.admit(A).unwrap();
+        let a3 = table.admit(A).unwrap(); // A at its cap: its idlest, a1, makes room
+        assert!(a1.was_evicted());
+        let b1 = table.admit(B).unwrap();
+        let b2 = table.admit(B).unwrap(); // the table at its cap: the idlest, a2, makes room
+        assert!(a2.was_evicted());
+        let _requests = [a3.begin_request(), b1.begin_request(), b2.begin_request()];
+        assert_eq!(table.admit(B).unwrap_err(), Refused::SourceFull(2));
+        assert_eq!(table.admit(A).unwrap_err(), Refused::Full(3));
+        assert_eq!(
+            *heard.lock().unwrap(),
+            [
+                CapEvent::Evicted(Cap::PerSource),
+                CapEvent::Evicted(Cap::Connections),
+                CapEvent::Refused(Cap::PerSource),
+                CapEvent::Refused(Cap::Connections),
+            ]
         );
     }
 

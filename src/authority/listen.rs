@@ -14,7 +14,7 @@ use tokio::time::timeout;
 use tracing::debug;
 
 use crate::dns::wire::DNS_HEADER_LEN;
-use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
+use crate::net::{CapObserver, ConnectionGuard, ConnectionLimits, ConnectionTable};
 
 use super::answer::{answer_bytes, answer_request};
 use super::error::Error;
@@ -241,11 +241,12 @@ pub(super) async fn serve_tcp(
     store: Arc<RwLock<Store>>,
     soa_ttl: u32,
     limits: ConnectionLimits,
+    caps: Option<CapObserver>,
     transfers: Arc<Transfers>,
 ) {
     // Connection tasks live in this set: aborting the server aborts them too.
     let mut connections = JoinSet::new();
-    let table = ConnectionTable::new(limits);
+    let table = ConnectionTable::observed(limits, caps);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,

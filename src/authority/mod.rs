@@ -75,7 +75,7 @@ use tracing::debug;
 use crate::dns::wire::wire_records;
 use crate::dns::{Changes, Endpoint, Provider, in_zone, zone_of};
 use crate::model::dns_name::canonical;
-use crate::net::ConnectionLimits;
+use crate::net::{CapObserver, ConnectionLimits};
 use crate::tsig::TsigKey;
 
 use self::answer::answer_bytes;
@@ -101,6 +101,8 @@ pub struct EmbeddedConfig {
     pub soa_ttl: u32,
     /// Connection caps and idle timeout of the TCP side.
     pub tcp_limits: ConnectionLimits,
+    /// Told of each TCP connection closed or refused at a cap (for the metrics).
+    pub tcp_caps: Option<CapObserver>,
     /// UDP answers per second to one source address (a token bucket holding as many), so that
     /// spoofed queries cannot turn the server into an amplifier; 0 turns the limit off.
     pub udp_answers_per_source_per_second: u32,
@@ -129,6 +131,7 @@ impl EmbeddedConfig {
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             soa_ttl: 300,
             tcp_limits: ConnectionLimits::DNS_TCP_DEFAULT,
+            tcp_caps: None,
             udp_answers_per_source_per_second: DEFAULT_UDP_ANSWERS_PER_SOURCE_PER_SECOND,
             secondaries: Vec::new(),
             transfer_key: None,
@@ -190,6 +193,7 @@ impl EmbeddedDns {
             store.clone(),
             soa_ttl,
             config.tcp_limits,
+            config.tcp_caps.clone(),
             transfers.clone(),
         ))];
         // One rate limiter for all receive loops: the limit is per source, not per loop.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
 use crate::cli::{CheckArgs, FailOn, OutputFormat};
 use crate::engine::settle::settle_all;
-use crate::engine::{Action, Config, Finding, Record};
+use crate::engine::{Action, ActionCounts, Config, Finding, Record};
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind};
 use crate::source::files::{self, Loaded, Place, Skipped};
@@ -97,11 +97,9 @@ pub struct Checked {
 }
 
 impl Checked {
-    fn count(&self, action: Action) -> usize {
-        self.findings
-            .iter()
-            .filter(|f| f.violation.action == action)
-            .count()
+    /// The findings by action, counted as `serve`'s summary line counts them.
+    pub fn counts(&self) -> ActionCounts {
+        ActionCounts::of(self.findings.iter().map(|f| &f.violation))
     }
 
     /// Whether a finding reaches the `--fail-on` threshold.
@@ -130,7 +128,13 @@ pub fn check(
     let mut world: HashMap<ObjectKey, Object> =
         live.into_iter().flatten().map(|o| (o.key(), o)).collect();
     for loaded in &files {
-        world.insert(loaded.object.key(), loaded.object.clone());
+        let key = loaded.object.key();
+        let object = if overlay {
+            super::as_applied(&loaded.object, world.get(&key))
+        } else {
+            loaded.object.clone()
+        };
+        world.insert(key, object);
     }
     let outcome = settle_all(&Snapshot::from_objects(cfg, world.into_values()));
     // A record belongs to the files when one of its routes or Gateways came from them.
@@ -222,6 +226,7 @@ struct JsonOutcome<'a> {
 
 /// The stable JSON interface (ARCHITECTURE.md, "Stable interfaces").
 pub fn to_json(checked: &Checked) -> String {
+    let counts = checked.counts();
     let out = JsonOutcome {
         records: &checked.records,
         violations: checked
@@ -258,9 +263,9 @@ pub fn to_json(checked: &Checked) -> String {
             .collect(),
         summary: JsonSummary {
             records: checked.records.len(),
-            denials: checked.count(Action::Deny),
-            warnings: checked.count(Action::Warn),
-            audits: checked.count(Action::Audit),
+            denials: counts.denials,
+            warnings: counts.warnings,
+            audits: counts.audits,
             skipped: checked.skipped.len(),
         },
     };
@@ -384,11 +389,12 @@ fn place_in_short(place: &Place) -> String {
 }
 
 fn summary_line(checked: &Checked) -> String {
+    let counts = checked.counts();
     format!(
         "{} record(s), {} denial(s), {} warning(s), {} skipped document(s)",
         checked.records.len(),
-        checked.count(Action::Deny),
-        checked.count(Action::Warn),
+        counts.denials,
+        counts.warnings,
         checked.skipped.len()
     )
 }

@@ -114,7 +114,13 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
     // The files replace live objects of the same name, as `kubectl apply` would.
     let mut world: BTreeMap<ObjectKey, Object> = live.into_iter().map(|o| (o.key(), o)).collect();
     for loaded in files {
-        world.insert(loaded.object.key(), loaded.object);
+        let key = loaded.object.key();
+        let object = if read_cluster {
+            super::as_applied(&loaded.object, world.get(&key))
+        } else {
+            loaded.object
+        };
+        world.insert(key, object);
     }
     let snapshot = Snapshot::from_objects(cfg, world.into_values());
     let explained = match target {

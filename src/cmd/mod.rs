@@ -39,6 +39,19 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
+/// A file's object as the API server would store it over the cluster, where `live` is the
+/// object of that name the cluster has: the server keeps a live object's creationTimestamp and
+/// gives a new one its own, later than any other (none here, which the engine counts as
+/// newest), whatever the file says. So `check` and `explain` over a cluster judge a newcomer as
+/// the webhook does.
+pub fn as_applied(
+    file: &crate::model::Object,
+    live: Option<&crate::model::Object>,
+) -> crate::model::Object {
+    let created = live.map_or(crate::model::OptionalI64::NONE, |live| live.meta().created);
+    file.with_created(created)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
 use crate::model::ObjectKind;
 use crate::model::dns_name::canonical;
-use crate::net::ConnectionLimits;
+use crate::net::{CapEvent, CapObserver, ConnectionLimits};
 use crate::secret::SecretSource;
 use crate::source::{files, kube};
 use crate::sync::desired::{EngineDesired, inferred_zones};
@@ -99,7 +99,8 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         process.readiness.set_tls_bound(true);
     }
     if let Some(addr) = args.metrics_listen {
-        start_metrics_listener(addr, listener_options(&args), &mut process).await?;
+        let options = listener_options(&args, &process.metrics, "metrics");
+        start_metrics_listener(addr, options, &mut process).await?;
     }
     process.until_shutdown().await
 }
@@ -544,7 +545,7 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
             .with_context(|| format!("--client-ca {}", client_ca.display()))?,
         None => tls_runtime.server_config.clone(),
     };
-    let listener_options = listener_options(args);
+    let listener_options = listener_options(args, &process.metrics, "webhook");
     process.tasks.spawn(async move {
         // Keep the TLS runtime (and its reloader) alive as long as the server runs.
         let _tls_runtime = tls_runtime;
@@ -562,9 +563,15 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
     Ok(())
 }
 
-/// The transport limits of the webhook and metrics listeners, from the flags.
-fn listener_options(args: &ServeArgs) -> server::ListenerOptions {
+/// The transport limits of the webhook and metrics listeners, from the flags, with their cap
+/// events counted under `listener`.
+fn listener_options(
+    args: &ServeArgs,
+    metrics: &Arc<Metrics>,
+    listener: &'static str,
+) -> server::ListenerOptions {
     server::ListenerOptions {
+        caps: Some(cap_observer(metrics, listener)),
         connections: ConnectionLimits {
             max_connections: args.max_connections,
             max_per_source: args.max_connections_per_source,
@@ -575,6 +582,15 @@ fn listener_options(args: &ServeArgs) -> server::ListenerOptions {
         http2_keepalive_interval: args.http2_keepalive_interval,
         ..server::ListenerOptions::default()
     }
+}
+
+/// Counts the connections a listener closes or refuses at a cap (`net` knows no metrics).
+fn cap_observer(metrics: &Arc<Metrics>, listener: &'static str) -> CapObserver {
+    let metrics = metrics.clone();
+    CapObserver::new(move |event| match event {
+        CapEvent::Evicted(cap) => metrics.record_connection_evicted(listener, cap.as_str()),
+        CapEvent::Refused(cap) => metrics.record_connection_refused(listener, cap.as_str()),
+    })
 }
 
 /// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`).
@@ -701,6 +717,7 @@ async fn provider_for(
                 first_request_timeout: args.dns_tcp_idle_timeout,
                 idle_timeout: args.dns_tcp_idle_timeout,
             };
+            config.tcp_caps = Some(cap_observer(&process.metrics, "dns"));
             config.udp_answers_per_source_per_second = args.dns_rrl_rate;
             config.secondaries = args.embedded_secondaries.clone();
             config.secondary_check_interval = args.embedded_secondary_check_interval;

@@ -251,7 +251,13 @@ pub(super) fn attach_parent<'w, W: World>(
         ObjectKind::Gateway => resolve_gateway(world, cfg, index, parent_ref, findings)?,
         _ => resolve_listener_set(world, cfg, index, parent_ref, findings)?,
     };
-    let candidates = candidate_listeners(&parent, index, parent_ref, findings)?;
+    // With `--attachment status` the route's status entry for this parent says which listeners
+    // count (its sectionName and port), as external-dns reads it; else the spec does.
+    let (section_name, port) = match (&cfg.attachment, &parent_ref.status) {
+        (AttachmentMode::Status, Some(status)) => (status.section_name.as_deref(), status.port),
+        _ => (parent_ref.section_name.as_deref(), parent_ref.port),
+    };
+    let candidates = candidate_listeners(&parent, index, parent_ref, section_name, port, findings)?;
     let status_only = cfg.attachment == AttachmentMode::Status && parent.listener_set.is_some();
     let Taking { accepted, refused } =
         split_by_refusal(world, route, &parent_ref.namespace, status_only, candidates);
@@ -444,27 +450,24 @@ fn candidate_listeners<'w>(
     parent: &Parent<'w>,
     index: usize,
     parent_ref: &ParentRef,
+    section_name: Option<&str>,
+    port: Option<i32>,
     findings: &mut Vec<RawFinding>,
 ) -> Option<Vec<&'w Listener>> {
     let candidates: Vec<&Listener> = parent
         .listeners
         .iter()
-        .filter(|l| {
-            parent_ref
-                .section_name
-                .as_deref()
-                .is_none_or(|s| s == &*l.name)
-        })
-        .filter(|l| parent_ref.port.is_none_or(|p| l.port == Some(p)))
+        .filter(|l| section_name.is_none_or(|s| s == &*l.name))
+        .filter(|l| port.is_none_or(|p| l.port == Some(p)))
         .collect();
     if !candidates.is_empty() {
         return Some(candidates);
     }
     let mut wanted = Vec::new();
-    if let Some(section) = &parent_ref.section_name {
+    if let Some(section) = section_name {
         wanted.push(format!("sectionName {section}"));
     }
-    if let Some(port) = parent_ref.port {
+    if let Some(port) = port {
         wanted.push(format!("port {port}"));
     }
     let what = if wanted.is_empty() {
@@ -595,8 +598,10 @@ fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef
     let status = parent_ref.status.as_ref();
     match cfg.attachment {
         AttachmentMode::Status => status.is_some_and(|s| s.accepted == Acceptance::Accepted),
+        // Only a rejection of this very reference (same sectionName) drops it from a prediction.
         AttachmentMode::Spec => !status.is_some_and(|s| {
-            s.accepted == Acceptance::Rejected
+            s.section_name == parent_ref.section_name
+                && s.accepted == Acceptance::Rejected
                 && s.observed_generation
                     .get()
                     .is_none_or(|g| Some(g) == route.meta.generation.get())

@@ -197,6 +197,30 @@ impl fmt::Display for Action {
     }
 }
 
+/// Findings counted by action: the one count `check`'s summary and `serve`'s summary line
+/// share, so the two never tell one world differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActionCounts {
+    pub denials: usize,
+    pub warnings: usize,
+    pub audits: usize,
+}
+
+impl ActionCounts {
+    pub fn of<'f>(findings: impl IntoIterator<Item = &'f Finding>) -> ActionCounts {
+        let mut counts = ActionCounts::default();
+        for finding in findings {
+            match finding.action {
+                Action::Deny => counts.denials += 1,
+                Action::Warn => counts.warnings += 1,
+                Action::Audit => counts.audits += 1,
+                Action::Ignore => {}
+            }
+        }
+        counts
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     #[default]
@@ -421,11 +445,12 @@ impl Config {
         Arc::new(route)
     }
 
-    /// The mode for a route in a namespace with these labels (the Namespace label wins).
+    /// The mode for a route in a namespace with these labels (the Namespace label wins). The
+    /// value is read in any case: `Warn` written by hand must not silently mean enforce.
     pub fn mode_for(&self, namespace_labels: Option<&StringMap>) -> Mode {
         namespace_labels
             .and_then(|labels| labels.get(MODE_LABEL))
-            .and_then(|value| value.parse().ok())
+            .and_then(|value| value.trim().to_ascii_lowercase().parse().ok())
             .unwrap_or(self.mode)
     }
 
@@ -467,7 +492,11 @@ impl Config {
 
     /// May routes in a namespace with these labels override their targets (the label wins)?
     pub fn route_targets_allowed(&self, namespace_labels: Option<&StringMap>) -> bool {
-        match namespace_labels.and_then(|labels| labels.get(ROUTE_TARGETS_LABEL)) {
+        // In any case, as the mode label.
+        let label = namespace_labels
+            .and_then(|labels| labels.get(ROUTE_TARGETS_LABEL))
+            .map(|value| value.trim().to_ascii_lowercase());
+        match label.as_deref() {
             Some("allow") => true,
             Some("forbid") => false,
             _ => self.allow_route_targets,

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::text as openmetrics_text;
-use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, prometheus_text};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -213,12 +214,39 @@ struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CapLabels {
+    listener: String,
+    cap: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
     revision: String,
 }
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// A family registered so that it is described (HELP and TYPE) before its first series, as
+/// every other metric is: scrapers, dashboards and alerts see every name from the start.
+#[derive(Debug)]
+struct Described<F>(F);
+
+impl<F: EncodeMetric> EncodeMetric for Described<F> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+}
+
+/// The listeners whose connections are capped, as the `listener` label names them.
+pub const CAPPED_LISTENERS: [&str; 3] = ["webhook", "metrics", "dns"];
+
+/// The caps, as the `cap` label names them (`net::Cap::as_str`).
+pub const CAPS: [&str; 2] = ["connections", "per_source"];
 
 /// All gateway-dns metrics. Create one with [`Metrics::new`] and share it in an `Arc`.
 #[derive(Debug)]
@@ -251,6 +279,8 @@ pub struct Metrics {
     namespace_findings: Family<NamespaceLabels, Gauge>,
     /// Namespaces that have had a findings series, so one whose findings are gone reads 0.
     finding_namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    connections_evicted: Family<CapLabels, Counter>,
+    connections_refused: Family<CapLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -273,7 +303,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_admission_requests",
             "AdmissionReview requests answered, by outcome",
-            admission_requests.clone(),
+            Described(admission_requests.clone()),
         );
         let known_outcomes = OUTCOMES.map(|outcome| {
             admission_requests.get_or_create_owned(&OutcomeLabels {
@@ -284,7 +314,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_admission_decisions",
             "Findings reported by the admission webhook, by reason and action",
-            admission_decisions.clone(),
+            Described(admission_decisions.clone()),
         );
         let known_decisions = Reason::ALL
             .iter()
@@ -300,7 +330,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_admission_evaluation_errors",
             "Evaluations that did not complete (the request was allowed), by kind",
-            evaluation_errors.clone(),
+            Described(evaluation_errors.clone()),
         );
         for kind in EvaluationErrorKind::ALL {
             evaluation_errors.get_or_create_owned(&KindLabels {
@@ -311,14 +341,14 @@ impl Metrics {
         registry.register(
             "gateway_dns_cache_objects",
             "Objects held in the in-memory cache, by kind",
-            cache_objects.clone(),
+            Described(cache_objects.clone()),
         );
         let source_staleness = Family::<SourceLabels, FloatGauge>::default();
         registry.register_with_unit(
             "gateway_dns_source_staleness",
             "Time since the source last delivered a consistent view, by watched kind",
             Unit::Seconds,
-            source_staleness.clone(),
+            Described(source_staleness.clone()),
         );
         let secondary_serial_lag = Family::<SecondaryLabels, Gauge>::default();
         registry.register(
@@ -339,7 +369,7 @@ impl Metrics {
             "Absences that could have removed objects or records (a kind not served, an empty \
              relist, an empty DNS listing), by source and what was decided: held until \
              confirmed, returned, or confirmed",
-            absences.clone(),
+            Described(absences.clone()),
         );
         let sync_passes = Counter::default();
         registry.register(
@@ -351,7 +381,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_sync_changes",
             "DNS RRset changes written by the sync loop, by action",
-            sync_changes.clone(),
+            Described(sync_changes.clone()),
         );
         for action in ChangeAction::ALL {
             sync_changes.get_or_create_owned(&ActionLabels {
@@ -362,7 +392,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_sync_errors",
             "Failed sync passes, by provider and the step that failed",
-            sync_errors.clone(),
+            Described(sync_errors.clone()),
         );
         let last_successful_sync = FloatGauge::default();
         registry.register_with_unit(
@@ -376,14 +406,14 @@ impl Metrics {
             "gateway_dns_records",
             "Records gateway-dns keeps in each managed zone (would keep, in dry-run or on a \
              replica not holding the Lease), blocked ones not counted",
-            records.clone(),
+            Described(records.clone()),
         );
         let records_blocked = Family::<ReasonLabels, Gauge>::default();
         registry.register(
             "gateway_dns_records_blocked",
             "Desired records not published at the last sync pass, by reason: ownership, zone \
              or conflict",
-            records_blocked.clone(),
+            Described(records_blocked.clone()),
         );
         for group in BlockedGroup::ALL {
             records_blocked.get_or_create_owned(&ReasonLabels {
@@ -408,7 +438,7 @@ impl Metrics {
         registry.register(
             "gateway_dns_tls_reloads",
             "Attempts to load a changed TLS certificate pair from disk, by result",
-            tls_reloads.clone(),
+            Described(tls_reloads.clone()),
         );
         for result in TLS_RELOAD_RESULTS {
             tls_reloads.get_or_create_owned(&ResultLabels {
@@ -420,18 +450,42 @@ impl Metrics {
             "gateway_dns_findings",
             "Current findings over every route, Gateway and ListenerSet, by reason (ignored \
              reasons left out)",
-            findings.clone(),
+            Described(findings.clone()),
         );
         for reason in Reason::ALL {
             findings.get_or_create_owned(&ReasonLabels {
                 reason: reason.as_str().to_string(),
             });
         }
+        let connections_evicted = Family::<CapLabels, Counter>::default();
+        registry.register(
+            "gateway_dns_connections_evicted",
+            "Idle connections closed to make room for a new one at a cap, by listener \
+             (webhook, metrics, dns) and cap (connections, per_source)",
+            Described(connections_evicted.clone()),
+        );
+        let connections_refused = Family::<CapLabels, Counter>::default();
+        registry.register(
+            "gateway_dns_connections_refused",
+            "New connections turned away at a cap because every connection there was busy, by \
+             listener and cap",
+            Described(connections_refused.clone()),
+        );
+        for listener in CAPPED_LISTENERS {
+            for cap in CAPS {
+                let labels = CapLabels {
+                    listener: listener.to_string(),
+                    cap: cap.to_string(),
+                };
+                connections_evicted.get_or_create_owned(&labels);
+                connections_refused.get_or_create_owned(&labels);
+            }
+        }
         let namespace_findings = Family::<NamespaceLabels, Gauge>::default();
         registry.register(
             "gateway_dns_namespace_findings",
             "Current findings by the namespace of the object concerned",
-            namespace_findings.clone(),
+            Described(namespace_findings.clone()),
         );
         registry.register(
             "gateway_dns_build",
@@ -467,6 +521,8 @@ impl Metrics {
             findings,
             namespace_findings,
             finding_namespaces: Default::default(),
+            connections_evicted,
+            connections_refused,
         }
     }
 
@@ -796,6 +852,26 @@ impl Metrics {
             .unwrap_or(0)
     }
 
+    /// A connection of `listener` closed to make room at `cap` (a value of [`CAPS`]).
+    pub fn record_connection_evicted(&self, listener: &str, cap: &str) {
+        self.connections_evicted
+            .get_or_create(&CapLabels {
+                listener: listener.to_string(),
+                cap: cap.to_string(),
+            })
+            .inc();
+    }
+
+    /// A new connection of `listener` turned away at `cap`.
+    pub fn record_connection_refused(&self, listener: &str, cap: &str) {
+        self.connections_refused
+            .get_or_create(&CapLabels {
+                listener: listener.to_string(),
+                cap: cap.to_string(),
+            })
+            .inc();
+    }
+
     /// Renders every series in the Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
@@ -815,6 +891,64 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn families_without_series_are_described() {
+        let metrics = Metrics::new();
+        for text in [metrics.render(), metrics.render_openmetrics()] {
+            for family in [
+                "gateway_dns_sync_errors",
+                "gateway_dns_namespace_findings",
+                "gateway_dns_cache_objects",
+                "gateway_dns_absences",
+            ] {
+                assert!(
+                    text.contains(&format!("# HELP {family}")),
+                    "{family}: {text}"
+                );
+                assert!(
+                    text.contains(&format!("# TYPE {family}")),
+                    "{family}: {text}"
+                );
+                assert!(
+                    !text.lines().any(|l| l.starts_with(&format!("{family}{{"))),
+                    "{family} has no series yet"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn connections_closed_or_refused_at_a_cap_are_counted_from_zero() {
+        let metrics = Metrics::new();
+        let text = metrics.render();
+        for listener in CAPPED_LISTENERS {
+            for cap in CAPS {
+                let labels = format!("{{listener=\"{listener}\",cap=\"{cap}\"}}");
+                assert!(
+                    text.contains(&format!(
+                        "gateway_dns_connections_evicted_total{labels} 0\n"
+                    )),
+                    "{text}"
+                );
+                assert!(
+                    text.contains(&format!(
+                        "gateway_dns_connections_refused_total{labels} 0\n"
+                    )),
+                    "{text}"
+                );
+            }
+        }
+        metrics.record_connection_evicted("dns", "per_source");
+        metrics.record_connection_refused("webhook", "connections");
+        let text = metrics.render();
+        assert!(text.contains(
+            "gateway_dns_connections_evicted_total{listener=\"dns\",cap=\"per_source\"} 1\n"
+        ));
+        assert!(text.contains(
+            "gateway_dns_connections_refused_total{listener=\"webhook\",cap=\"connections\"} 1\n"
+        ));
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative_and_count_matches() {

@@ -947,19 +947,24 @@ mod raw {
             Box::default()
         };
         // Status entries for parents no longer in spec are stale: only those that match a
-        // spec parentRef (same parent and sectionName) are kept, on that parentRef.
+        // spec parentRef on the parent (group, kind, namespace, name; external-dns's match) are
+        // kept, on that parentRef, the entry with its sectionName first. The entry keeps its
+        // own sectionName and port: with `--attachment status` they choose the listeners.
         let statuses: Vec<ParentRef> = status
             .parents
             .into_iter()
             .map(|s| {
                 let (accepted, observed_generation) =
                     accepted(&s.conditions).unwrap_or((Acceptance::Unknown, None));
+                let entry = parent_ref(s.parent_ref, meta.namespace());
                 ParentRef {
                     status: Some(ParentStatus {
                         accepted,
                         observed_generation: observed_generation.into(),
+                        section_name: entry.section_name.clone(),
+                        port: entry.port,
                     }),
-                    ..parent_ref(s.parent_ref, meta.namespace())
+                    ..entry
                 }
             })
             .collect();
@@ -968,10 +973,11 @@ mod raw {
             .into_iter()
             .map(|p| {
                 let mut parent = parent_ref(p, meta.namespace());
-                parent.status = statuses
-                    .iter()
-                    .find(|s| s.same_parent(&parent) && s.section_name == parent.section_name)
-                    .and_then(|s| s.status);
+                let same_parent = || statuses.iter().filter(|s| s.same_parent(&parent));
+                parent.status = same_parent()
+                    .find(|s| s.section_name == parent.section_name)
+                    .or_else(|| same_parent().next())
+                    .and_then(|s| s.status.clone());
                 parent
             })
             .collect();

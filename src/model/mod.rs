@@ -591,15 +591,20 @@ pub struct ParentRef {
     pub name: Box<str>,
     pub section_name: Option<Box<str>>,
     pub port: Option<i32>,
-    /// The `status.parents` entry for this exact reference (same parent and sectionName), if any.
+    /// The `status.parents` entry for this reference, matched on the parent alone (group,
+    /// kind, namespace and name, as external-dns matches it): the one with the same
+    /// sectionName when there is one, else the first for that parent.
     pub status: Option<ParentStatus>,
 }
 
-/// The Accepted condition a controller reported for one parentRef.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The Accepted condition a controller reported for one parentRef, and the sectionName and
+/// port its status entry names (which may differ from the spec's).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentStatus {
     pub accepted: Acceptance,
     pub observed_generation: OptionalI64,
+    pub section_name: Option<Box<str>>,
+    pub port: Option<i32>,
 }
 
 impl ParentRef {
@@ -666,6 +671,10 @@ impl Route {
                         + p.namespace.len()
                         + p.name.len()
                         + p.section_name.as_ref().map_or(0, |s| s.len())
+                        + p.status
+                            .as_ref()
+                            .and_then(|s| s.section_name.as_ref())
+                            .map_or(0, |s| s.len())
                 })
                 .sum::<usize>()
     }
@@ -696,6 +705,26 @@ impl Object {
 
     pub fn key(&self) -> ObjectKey {
         self.meta().key.clone()
+    }
+
+    /// This object with another creationTimestamp (the API server sets its own: `check` lays
+    /// files over a cluster with the times the cluster would give them).
+    pub fn with_created(&self, created: OptionalI64) -> Object {
+        fn set<T: Clone>(
+            object: &Arc<T>,
+            meta: impl FnOnce(&mut T) -> &mut Meta,
+            created: OptionalI64,
+        ) -> Arc<T> {
+            let mut object = T::clone(object);
+            meta(&mut object).created = created;
+            Arc::new(object)
+        }
+        match self {
+            Object::Namespace(o) => Object::Namespace(set(o, |o| &mut o.meta, created)),
+            Object::Gateway(o) => Object::Gateway(set(o, |o| &mut o.meta, created)),
+            Object::ListenerSet(o) => Object::ListenerSet(set(o, |o| &mut o.meta, created)),
+            Object::Route(o) => Object::Route(set(o, |o| &mut o.meta, created)),
+        }
     }
 }
 

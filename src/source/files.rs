@@ -188,24 +188,31 @@ fn read_manifest(file: &Path) -> Result<(String, String, bool), Error> {
 /// one document at a time rather than a whole file's documents and their lines. Anything wrong
 /// is read again the way [`load_paths`] reads it, for the same error.
 pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Object>, Error> {
+    load_objects_with_skipped(paths).map(|(objects, _)| objects)
+}
+
+/// [`load_objects`], also saying which documents were skipped, as `check` does (without their
+/// lines, which this reader does not keep).
+pub fn load_objects_with_skipped(paths: &[PathBuf]) -> Result<(Vec<Object>, Vec<Skipped>), Error> {
     let mut objects = Vec::new();
+    let mut skipped = Vec::new();
     for path in paths {
         if path.as_os_str() == "-" {
-            objects.extend(
-                load_paths(std::slice::from_ref(path))?
-                    .into_iter()
-                    .map(|l| l.object),
-            );
+            let report = load_paths_with_skipped(std::slice::from_ref(path))?;
+            objects.extend(report.objects.into_iter().map(|l| l.object));
+            skipped.extend(report.skipped);
             continue;
         }
         for file in files_under(path)? {
             let (name, text, is_json) = read_manifest(&file)?;
-            let start = objects.len();
-            if is_json || !decode_each_document(&name, &text, &mut objects) {
+            let (start, skipped_start) = (objects.len(), skipped.len());
+            if is_json || !decode_each_document(&name, &text, &mut objects, &mut skipped) {
                 objects.truncate(start);
+                skipped.truncate(skipped_start);
                 let mut report = Report::default();
                 parse_text_into(&name, &text, is_json, &mut report)?;
                 objects.extend(report.objects.into_iter().map(|l| l.object));
+                skipped.extend(report.skipped);
             }
         }
     }
@@ -214,20 +221,28 @@ pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Object>, Error> {
         // Names the places of both definitions.
         load_paths(paths)?;
     }
-    Ok(objects)
+    Ok((objects, skipped))
 }
 
 /// The objects of one YAML text, each document decoded as it is parsed; false when anything is
-/// wrong (a duplicate key, bad YAML, an object that does not decode).
-fn decode_each_document(file: &str, text: &str, out: &mut Vec<Object>) -> bool {
+/// wrong (a duplicate key, bad YAML, an object that does not decode) or the text holds nothing
+/// (the full reader says so, as `check` does).
+fn decode_each_document(
+    file: &str,
+    text: &str,
+    out: &mut Vec<Object>,
+    skipped: &mut Vec<Skipped>,
+) -> bool {
     if has_duplicate_key(text) {
         return false;
     }
     let no_lines = DocumentLines::default();
+    let mut with_content = 0;
     for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let Ok(value) = Value::deserialize(document) else {
             return false;
         };
+        with_content += usize::from(!value.is_null());
         let place = Place {
             file: file.to_owned(),
             document: i + 1,
@@ -239,8 +254,9 @@ fn decode_each_document(file: &str, text: &str, out: &mut Vec<Object>) -> bool {
             return false;
         }
         out.extend(report.objects.into_iter().map(|l| l.object));
+        skipped.extend(report.skipped);
     }
-    true
+    with_content > 0
 }
 
 /// Files under a path: the path itself if a file, else every .yaml/.yml/.json below it, sorted.
@@ -540,7 +556,11 @@ pub fn load_into(
     index: &crate::index::Index,
 ) -> Result<(Fingerprint, usize), Error> {
     let print = fingerprint(paths)?;
-    let objects = load_objects(paths)?;
+    let (objects, skipped) = load_objects_with_skipped(paths)?;
+    // As `check` lists them: a document of another kind may be a typo in its kind.
+    for document in &skipped {
+        tracing::info!(document = %document, "skipped a document gateway-dns does not read");
+    }
     let count = objects.len();
     index.replace_all(objects);
     Ok((print, count))
@@ -577,15 +597,35 @@ pub async fn watch(
                         tracing::error!(error = %err, "manifests not reloaded; keeping the last good content");
                         last_seen = Some(print);
                     }
-                    Err(err) => tracing::error!(error = %err, "manifest loader failed"),
+                    Err(err) => {
+                        if shutting_down(&err, "manifest loader failed") {
+                            return;
+                        }
+                    }
                 }
             }
             Ok(Ok(_)) => {}
             Ok(Err(err)) => tracing::error!(error = %err, "cannot scan manifests"),
-            Err(err) => tracing::error!(error = %err, "manifest scan failed"),
+            Err(err) => {
+                if shutting_down(&err, "manifest scan failed") {
+                    return;
+                }
+            }
         }
         tokio::time::sleep(interval).await;
     }
+}
+
+/// Whether a blocking step of [`watch`] was cancelled, which happens only when the runtime
+/// shuts down (the end of `serve --once`, or a signal): its pool cancels the steps not yet
+/// started and wakes their waiter before the waiter itself is dropped. That is the end of the
+/// watch, not a failure. Anything else (a panic) is logged as `what`.
+fn shutting_down(err: &tokio::task::JoinError, what: &str) -> bool {
+    if err.is_cancelled() {
+        return true;
+    }
+    tracing::error!(error = %err, "{what}");
+    false
 }
 
 #[cfg(test)]
@@ -597,6 +637,43 @@ mod tests {
         parse_text("t.yaml", text, false, &mut out)?;
         check_duplicates(&out)?;
         Ok(out)
+    }
+
+    #[test]
+    fn a_step_cancelled_by_the_runtime_ends_the_watch_without_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (cancelled, panicked) = runtime.block_on(async {
+            let pending = tokio::spawn(std::future::pending::<()>());
+            pending.abort();
+            let panics = tokio::spawn(async { panic!("a bug") });
+            (pending.await.unwrap_err(), panics.await.unwrap_err())
+        });
+        assert!(shutting_down(&cancelled, "manifest scan failed"));
+        assert!(!shutting_down(&panicked, "manifest scan failed"));
+    }
+
+    #[test]
+    fn serves_reader_lists_skipped_documents_as_checks_does() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.yaml"), "# nothing yet\n").unwrap();
+        let paths = [dir.path().to_path_buf()];
+        let (objects, skipped) = load_objects_with_skipped(&paths).unwrap();
+        assert_eq!(objects.len(), 1);
+        let checks = load_paths_with_skipped(&paths).unwrap().skipped;
+        let described = |list: &[Skipped]| -> Vec<(String, usize, Option<String>)> {
+            list.iter()
+                .map(|s| (s.place.file.clone(), s.place.document, s.kind.clone()))
+                .collect()
+        };
+        assert_eq!(described(&skipped), described(&checks));
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use tower::ServiceExt as _;
 use super::state::{Readiness, WebhookOptions, WebhookState};
 use super::{dispatch, encode, review, tls};
 use crate::metrics::{self, Metrics};
-use crate::net::{ConnectionGuard, ConnectionLimits, ConnectionTable};
+use crate::net::{CapObserver, ConnectionGuard, ConnectionLimits, ConnectionTable};
 
 const MAX_HTTP2_STREAMS: u32 = 256;
 /// How long in-flight requests may finish after shutdown is requested.
@@ -45,10 +45,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Transport limits of an HTTP listener (the webhook's or the metrics listener).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerOptions {
     /// Open connections, per source, first-request and idle timeouts.
     pub connections: ConnectionLimits,
+    /// Told of each connection closed or refused at a cap (for the metrics).
+    pub caps: Option<CapObserver>,
     /// A client that opens TCP but never finishes the TLS handshake is dropped after this.
     pub handshake_timeout: Duration,
     /// HTTP/1.1 request headers must arrive within this once they start.
@@ -61,6 +63,7 @@ impl Default for ListenerOptions {
     fn default() -> Self {
         Self {
             connections: ConnectionLimits::HTTP_DEFAULT,
+            caps: None,
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(30),
             http2_keepalive_interval: Duration::from_secs(30),
@@ -210,7 +213,7 @@ async fn serve_connections(
     options: ListenerOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let table = ConnectionTable::new(options.connections);
+    let table = ConnectionTable::observed(options.connections, options.caps.clone());
     let (stop_sender, stop_receiver) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -232,7 +235,7 @@ async fn serve_connections(
                         stream,
                         peer,
                         app.clone(),
-                        options,
+                        options.clone(),
                         guard,
                         stop_receiver.clone(),
                     ));

@@ -61,6 +61,25 @@ spec:
   hostnames: [shop.example.com]
 ";
 
+/// The newcomer copied from a dump of another cluster, with a creationTimestamp older than the
+/// live owner's; and the live owner as a file that claims to be newer than the newcomer.
+const NEWCOMER_DATED: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: newcomer, namespace: apps, creationTimestamp: '2000-01-01T00:00:00Z'}
+spec:
+  parentRefs: [{name: gw2, namespace: infra}]
+  hostnames: [shop.example.com]
+";
+const OWNER_DATED: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: owner, namespace: apps, creationTimestamp: '2100-01-01T00:00:00Z'}
+spec:
+  parentRefs: [{name: gw1, namespace: infra}]
+  hostnames: [shop.example.com]
+";
+
 /// The same repo also moving the live owner away from the name.
 const OWNER_MOVES: &str = "\
 apiVersion: gateway.networking.k8s.io/v1
@@ -149,6 +168,54 @@ fn files_are_checked_over_the_live_cluster_read_only() {
     // The orphan's own warning and the owner's record are the cluster's business, not the repo's.
     assert_eq!(outcome["records"], serde_json::json!([]));
     assert_eq!(outcome["summary"]["warnings"], 0);
+
+    // A file's creationTimestamp is not what the API server will give: an object the cluster
+    // does not have is the newcomer, and a live one keeps its own time, as the webhook judges.
+    let dated = write(dir.path(), "dated.yaml", NEWCOMER_DATED);
+    let owner_dated = write(dir.path(), "owner-dated.yaml", OWNER_DATED);
+    for files in [
+        vec![dated.as_str()],
+        vec![dated.as_str(), owner_dated.as_str()],
+    ] {
+        let mut args = vec!["--output", "json", "--kubeconfig", identity];
+        args.extend(&files);
+        let run = check(&args);
+        assert_eq!(run.code, 1, "{files:?}: {}\n{}", run.stdout, run.stderr);
+        let outcome = json(&run);
+        let objects: Vec<(&str, &str)> = outcome["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["reason"].as_str().unwrap(), v["object"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            objects,
+            [("HostnameConflict", "HTTPRoute/apps/newcomer")],
+            "{files:?}"
+        );
+    }
+    // explain lays files over the cluster the same way.
+    let explained = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["explain", "--output", "json", "--kubeconfig", identity])
+        .args(["--manifests", &dated, "shop.example.com"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let explained: Value = serde_json::from_slice(&explained.stdout).unwrap();
+    let fates: Vec<(&str, &str)> = explained["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["route"].as_str().unwrap(), r["fate"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        fates,
+        [
+            ("HTTPRoute/apps/owner", "published"),
+            ("HTTPRoute/apps/newcomer", "denied")
+        ],
+        "{explained:#}"
+    );
 
     // A file replaces the live object of the same name: the owner moves away, the name is free.
     let owner = write(dir.path(), "owner.yaml", OWNER_MOVES);

@@ -142,7 +142,8 @@ async fn in_audit_mode_the_seed_storys_conflict_is_logged_and_gauged_until_fixed
         serve
             .log()
             .lines()
-            .any(|line| line.contains(" records, 0 conflicts, ")),
+            // Team B's audit-mode conflict was the one audit finding.
+            .any(|line| line.contains("summary: ") && line.contains(", 0 audit(s)")),
         "{}",
         serve.log_tail()
     );

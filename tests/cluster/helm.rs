@@ -102,6 +102,8 @@ async fn every_chart_render_passes_server_side_validation() {
         ("rfc2136", "dns.rfc2136.server=10.0.0.53:53"),
         ("pdns", "dns.pdns.server=http://pdns:8081"),
         ("embedded", "dns.zones={example.com}"),
+        ("webhook", "dns.webhook.url=http://dns-provider:8888"),
+        ("dnsendpoint", "dns.zones={example.com}"),
     ] {
         let provider = format!("dns.provider={provider}");
         let yaml = render(&[], &["--set", &provider, "--set", server]).ok();

@@ -7,6 +7,7 @@ mod support;
 
 mod api;
 mod check;
+mod dev_cluster;
 mod explain;
 mod faults;
 mod feedback;

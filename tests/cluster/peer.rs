@@ -818,3 +818,66 @@ fn encrypted_prefixed_ownership_carries_over_from_external_dns_to_gateway_dns_an
     peer.wait_synced(LIMIT);
     peer.assert_running();
 }
+
+#[test]
+fn a_txt_value_the_provider_splits_is_read_back_whole_and_updated_whole() {
+    use gateway_dns::dns::provider::external_dns_webhook::{
+        ExternalDnsWebhookConfig, ExternalDnsWebhookProvider,
+    };
+    use gateway_dns::dns::{Changes, Endpoint, Provider as _};
+    use gateway_dns::model::RecordType;
+
+    let bind = Bind::start("example.com", "");
+    let hook = WebhookRfc2136::start(&bind);
+    // An ownership value with a long owner id: more than one 255-byte TXT string.
+    let value = |owner: &str| {
+        format!(
+            "heritage=external-dns,external-dns/owner={owner},external-dns/resource=httproute/apps/web"
+        )
+    };
+    let (first, second) = (value(&"a".repeat(300)), value(&"b".repeat(300)));
+    let txt = |value: &str| Endpoint::new("a-web.example.com", RecordType::TXT, [value]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = ExternalDnsWebhookConfig::new(hook.url(), vec!["example.com".to_owned()]);
+        let provider = ExternalDnsWebhookProvider::connect(config).await.unwrap();
+        let listed_txt = || async {
+            let records = provider.records().await.unwrap();
+            records
+                .into_iter()
+                .find(|e| e.dns_name == "a-web.example.com" && e.record_type == RecordType::TXT)
+                .map(|e| e.targets.iter().cloned().collect::<Vec<String>>())
+        };
+        let create = Changes {
+            create: vec![txt(&first)],
+            ..Changes::default()
+        };
+        provider.apply(&create).await.unwrap();
+        // BIND holds it as several strings, which the provider lists as several targets.
+        let held = answer(&bind, "a-web.example.com", "TXT");
+        assert_eq!(held.answer.len(), 1, "one record: {held:?}");
+        assert!(
+            held.answer[0].data.contains("\" \""),
+            "held as several strings: {held:?}"
+        );
+        assert_eq!(
+            listed_txt().await,
+            Some(vec![first.clone()]),
+            "{}",
+            hook.log()
+        );
+
+        // The old value named whole in the update is the record BIND holds.
+        let update = Changes {
+            update: vec![txt(&second)],
+            ..Changes::default()
+        };
+        provider.apply(&update).await.unwrap();
+        assert_eq!(
+            listed_txt().await,
+            Some(vec![second.clone()]),
+            "{}",
+            hook.log()
+        );
+    });
+}

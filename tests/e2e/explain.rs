@@ -88,6 +88,40 @@ fn a_contested_name_in_text_names_the_winner_the_loser_and_the_record() {
 }
 
 #[test]
+fn manifests_alone_read_no_cluster_whatever_kubeconfig_says() {
+    // As README and the help say: KUBECONFIG is read only without --manifests; with them only
+    // --kubeconfig adds the cluster. A KUBECONFIG that cannot be read changes nothing here.
+    let dir = manifests();
+    let plain = explain(&["b.example.com"]);
+    let with_env = gateway_dns(
+        &["explain", "--manifests", &dir, "b.example.com"],
+        &[("KUBECONFIG", "/nonexistent/kubeconfig")],
+    );
+    assert_eq!(with_env.code, plain.code, "{}", with_env.stderr);
+    assert_eq!(with_env.stdout, plain.stdout);
+    assert!(with_env.stderr.is_empty(), "{}", with_env.stderr);
+    let flag = gateway_dns(
+        &[
+            "explain",
+            "--manifests",
+            &dir,
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "b.example.com",
+        ],
+        &[],
+    );
+    assert_eq!(flag.code, 2, "--kubeconfig is read: {}", flag.stdout);
+    let help = gateway_dns(&["explain", "--help"], &[]);
+    assert!(
+        help.stdout
+            .contains("KUBECONFIG is read only without --manifests"),
+        "{}",
+        help.stdout
+    );
+}
+
+#[test]
 fn json_is_stable_and_complete() {
     let run = explain(&["--output", "json", "b.example.com"]);
     assert_eq!(run.code, 1, "{}", run.stderr);

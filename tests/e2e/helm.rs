@@ -137,11 +137,18 @@ const COUNTERPARTS: [Counterpart; 7] = [
 ];
 
 /// Examples with no kustomize counterpart, and why.
-const WITHOUT_COUNTERPART: [(&str, &str); 1] = [(
-    "out-of-cluster.yaml",
-    "the webhook outside the cluster: scripts/dev-cluster does this without manifests; \
-     tests/cluster/helm.rs installs it and runs gateway-dns behind it",
-)];
+const WITHOUT_COUNTERPART: [(&str, &str); 2] = [
+    (
+        "out-of-cluster.yaml",
+        "the webhook outside the cluster: scripts/dev-cluster does this without manifests; \
+         tests/cluster/helm.rs installs it and runs gateway-dns behind it",
+    ),
+    (
+        "webhook-provider.yaml",
+        "a provider sidecar is the provider's own image: the kustomize manifests ship none, \
+         and every value it sets has its render test in effects()",
+    ),
+];
 
 fn example(name: &str) -> PathBuf {
     chart_dir().join("examples").join(name)
@@ -323,6 +330,20 @@ const PDNS: [&str; 4] = [
     "--set",
     "dns.pdns.server=http://pdns.dns.svc:8081",
 ];
+const WEBHOOK_SIDECAR: [&str; 4] = [
+    "--set",
+    "dns.provider=webhook",
+    "--set",
+    "dns.webhook.sidecar.image.repository=ghcr.io/example/external-dns-provider",
+];
+const TXT_KEY: [&str; 2] = ["--set", "dns.txtRegistry.encryption.keySecret.name=txt-aes"];
+
+impl Objects {
+    /// A field of the external-dns webhook provider sidecar (the pod's second container).
+    fn sidecar(&self, pointer: &str) -> Value {
+        self.deployment(&format!("/spec/template/spec/containers/1{pointer}"))
+    }
+}
 
 fn effects() -> Vec<Effect> {
     vec![
@@ -445,6 +466,154 @@ fn effects() -> Vec<Effect> {
             value: "dns.txtOwnerId",
             args: [RFC2136.as_slice(), &["--set", "dns.txtOwnerId=cluster-a"]].concat(),
             check: |o| o.env("GATEWAY_DNS_TXT_OWNER_ID").as_deref() == Some("cluster-a"),
+        },
+        Effect {
+            value: "dns.provider",
+            args: vec!["--set", "dns.provider=dnsendpoint"],
+            check: |o| {
+                o.env("GATEWAY_DNS_PROVIDER").as_deref() == Some("dnsendpoint")
+                    && o.env("GATEWAY_DNS_TXT_OWNER_ID").as_deref() == Some("gateway-dns")
+            },
+        },
+        Effect {
+            value: "dns.txtRegistry.prefix",
+            args: [RFC2136.as_slice(), &["--set", "dns.txtRegistry.prefix=%{record_type}-own."]]
+                .concat(),
+            check: |o| o.env("GATEWAY_DNS_TXT_PREFIX").as_deref() == Some("%{record_type}-own."),
+        },
+        Effect {
+            value: "dns.txtRegistry.suffix",
+            args: [PDNS.as_slice(), &["--set", "dns.txtRegistry.suffix=-%{record_type}"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_TXT_SUFFIX").as_deref() == Some("-%{record_type}"),
+        },
+        Effect {
+            value: "dns.txtRegistry.wildcardReplacement",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set", "dns.txtRegistry.wildcardReplacement=any"],
+            ]
+            .concat(),
+            check: |o| o.env("GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT").as_deref() == Some("any"),
+        },
+        Effect {
+            value: "dns.txtRegistry.encryption.enabled",
+            args: [
+                RFC2136.as_slice(),
+                &TXT_KEY,
+                &["--set", "dns.txtRegistry.encryption.enabled=true"],
+            ]
+            .concat(),
+            check: |o| o.env("GATEWAY_DNS_TXT_ENCRYPT_ENABLED").as_deref() == Some("true"),
+        },
+        Effect {
+            value: "dns.txtRegistry.encryption.keySecret.name",
+            args: [RFC2136.as_slice(), &TXT_KEY].concat(),
+            check: |o| {
+                o.volume_secret("txt-encryption") == "txt-aes"
+                    && o.env("GATEWAY_DNS_TXT_ENCRYPT_AES_KEY_FILE").as_deref()
+                        == Some("/etc/gateway-dns/txt-encryption/aes-key")
+                    && o.env("GATEWAY_DNS_TXT_ENCRYPT_ENABLED").is_none()
+            },
+        },
+        Effect {
+            value: "dns.txtRegistry.encryption.keySecret.key",
+            args: [
+                RFC2136.as_slice(),
+                &TXT_KEY,
+                &["--set", "dns.txtRegistry.encryption.keySecret.key=key.b64"],
+            ]
+            .concat(),
+            check: |o| {
+                o.env("GATEWAY_DNS_TXT_ENCRYPT_AES_KEY_FILE").as_deref()
+                    == Some("/etc/gateway-dns/txt-encryption/key.b64")
+            },
+        },
+        Effect {
+            value: "dns.webhook.url",
+            args: vec![
+                "--set",
+                "dns.provider=webhook",
+                "--set",
+                "dns.webhook.url=http://dns-provider.dns.svc:8888",
+            ],
+            check: |o| {
+                o.env("GATEWAY_DNS_WEBHOOK_PROVIDER_URL").as_deref()
+                    == Some("http://dns-provider.dns.svc:8888")
+                    && o.sidecar("").is_null()
+            },
+        },
+        Effect {
+            value: "dns.webhook.sidecar.image.repository",
+            args: WEBHOOK_SIDECAR.to_vec(),
+            check: |o| {
+                o.env("GATEWAY_DNS_WEBHOOK_PROVIDER_URL").as_deref()
+                    == Some("http://127.0.0.1:8888")
+                    && o.sidecar("/image") == "ghcr.io/example/external-dns-provider"
+                    && o.sidecar("/securityContext/readOnlyRootFilesystem") == true
+            },
+        },
+        Effect {
+            value: "dns.webhook.sidecar.image.tag",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set", "dns.webhook.sidecar.image.tag=v0.5.0"],
+            ]
+            .concat(),
+            check: |o| o.sidecar("/image") == "ghcr.io/example/external-dns-provider:v0.5.0",
+        },
+        Effect {
+            value: "dns.webhook.sidecar.image.pullPolicy",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set", "dns.webhook.sidecar.image.pullPolicy=Always"],
+            ]
+            .concat(),
+            check: |o| o.sidecar("/imagePullPolicy") == "Always",
+        },
+        Effect {
+            value: "dns.webhook.sidecar.port",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set", "dns.webhook.sidecar.port=9999"],
+            ]
+            .concat(),
+            check: |o| {
+                o.env("GATEWAY_DNS_WEBHOOK_PROVIDER_URL").as_deref()
+                    == Some("http://127.0.0.1:9999")
+            },
+        },
+        Effect {
+            value: "dns.webhook.sidecar.args",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set-json", r#"dns.webhook.sidecar.args=["--log-level=debug"]"#],
+            ]
+            .concat(),
+            check: |o| o.sidecar("/args") == json!(["--log-level=debug"]),
+        },
+        Effect {
+            value: "dns.webhook.sidecar.env",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &[
+                    "--set-json",
+                    r#"dns.webhook.sidecar.env=[{"name":"API_TOKEN","valueFrom":{"secretKeyRef":{"name":"provider","key":"token"}}}]"#,
+                ],
+            ]
+            .concat(),
+            check: |o| {
+                o.sidecar("/env/0/valueFrom/secretKeyRef")
+                    == json!({"name": "provider", "key": "token"})
+            },
+        },
+        Effect {
+            value: "dns.webhook.sidecar.resources",
+            args: [
+                WEBHOOK_SIDECAR.as_slice(),
+                &["--set-json", r#"dns.webhook.sidecar.resources={"limits":{"memory":"64Mi"}}"#],
+            ]
+            .concat(),
+            check: |o| o.sidecar("/resources/limits/memory") == "64Mi",
         },
         Effect {
             value: "dns.rfc2136.server",
@@ -1096,6 +1265,24 @@ fn schema_refuses_values_the_binary_would_refuse() {
             ][..],
             "secondaries",
         ),
+        (&["--set", "dns.provider=webhook"][..], "webhook"),
+        (
+            &[
+                "--set",
+                "dns.txtRegistry.prefix=a-",
+                "--set",
+                "dns.txtRegistry.suffix=-b",
+            ][..],
+            "suffix",
+        ),
+        (
+            &["--set", "dns.txtRegistry.encryption.enabled=true"][..],
+            "name",
+        ),
+        (
+            &["--set", "dns.webhook.url=https://provider.example"][..],
+            "url",
+        ),
         (&["--set", "certificates.source=vault"][..], "source"),
         (&["--set", "replica=2"][..], "replica"),
         (
@@ -1214,10 +1401,10 @@ fn values_reference_is_current() {
 
 // ---- The monitoring bundle ----
 
-/// Every series `gateway-dns serve` can export, from the binary's own registry with every
-/// family in use (a family without series is not rendered).
+/// Every series `gateway-dns serve` can export, from the binary's own registry as it starts:
+/// every family is described from the first scrape, with or without series.
 fn exported_series() -> BTreeSet<String> {
-    exposed_series(&busy_exposition().0)
+    exposed_series(&gateway_dns::metrics::Metrics::new().render())
 }
 
 fn dashboard() -> Value {
@@ -1421,6 +1608,15 @@ fn exposition_passes_promtool_check_metrics() {
     assert!(
         run.success && run.stdout.trim().is_empty() && run.stderr.trim().is_empty(),
         "promtool check metrics: {}{}\n{text}",
+        run.stdout,
+        run.stderr
+    );
+    // As a process starts, families without series yet are only described: still valid.
+    let fresh = gateway_dns::metrics::Metrics::new().render();
+    let run = promtool_check_metrics(&fresh);
+    assert!(
+        run.success && run.stdout.trim().is_empty() && run.stderr.trim().is_empty(),
+        "promtool check metrics (fresh registry): {}{}\n{fresh}",
         run.stdout,
         run.stderr
     );

@@ -1947,7 +1947,8 @@ fn deployment_resources_are_the_ones_the_sizing_table_states() {
 #[test]
 fn metrics_reference_names_every_series() {
     let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
-    let (rendered, _) = crate::helm::busy_exposition();
+    // As a process starts: every family is described before it has series.
+    let rendered = gateway_dns::metrics::Metrics::new().render();
     let mut families = 0;
     for line in rendered.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {

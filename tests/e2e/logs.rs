@@ -107,6 +107,12 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
     let work = tempfile::tempdir().unwrap();
     let manifests = work.path().join("cluster");
     copy_dir(&examples_dir().join("cluster"), &manifests);
+    // A document of a kind gateway-dns does not read, as a repo of manifests holds.
+    std::fs::write(
+        manifests.join("config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\n",
+    )
+    .unwrap();
     let bind = Bind::start("example.com", "");
     let (https, metrics_port) = (free_port(), free_port());
     let ca = work.path().join("ca.crt");
@@ -179,12 +185,36 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
         "{:?}",
         conflicts[0]
     );
-    let log = serve.log();
-    let summary = log
-        .lines()
-        .find(|line| line.contains("conflicts, ") && line.contains(" warnings"))
-        .unwrap_or_else(|| panic!("no summary line in:\n{log}"));
-    assert!(summary.contains(" records, 1 conflicts, "), "{summary}");
+    // Skipped documents are logged as `check` lists them.
+    let skipped = serve.lines("skipped a document gateway-dns does not read");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0]["fields"]["document"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("config.yaml: document 1: ConfigMap (v1)")),
+        "{:?}",
+        skipped[0]
+    );
+
+    // The summary counts the findings as `check` does over the same files.
+    let summaries = serve.lines("summary");
+    let summary = summaries
+        .last()
+        .unwrap_or_else(|| panic!("no summary line in:\n{}", serve.log()));
+    let checked = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["check", "--output", "json"])
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    let checked: serde_json::Value = serde_json::from_slice(&checked.stdout).unwrap();
+    for count in ["records", "denials", "warnings", "audits"] {
+        assert_eq!(
+            summary["fields"][count], checked["summary"][count],
+            "{count}: {summary} against check's {}",
+            checked["summary"]
+        );
+    }
+    assert_eq!(summary["fields"]["denials"], 2, "{summary}");
 
     // An enforce-mode denial is logged at INFO with the review's uid, the object and reason.
     wait_until("the CA file is written", Duration::from_secs(10), || {
@@ -232,11 +262,13 @@ async fn serve_logs_each_finding_and_denial_and_the_gauges_follow_the_fix_withou
             .iter()
             .any(|line| line["fields"]["reason"] == "HostnameConflict")
     });
-    let log = serve.log();
     assert!(
-        log.lines()
-            .any(|line| line.contains(" records, 0 conflicts, ")),
-        "a new summary after the fix"
+        serve
+            .lines("summary")
+            .iter()
+            .any(|line| line["fields"]["denials"] == 1),
+        "a new summary after the fix: {}",
+        serve.log()
     );
     assert_eq!(
         serve

@@ -352,3 +352,76 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
             .is_empty()
     );
 }
+
+/// `/metrics` over a new connection, or "" while the listener is not up.
+fn scrape(port: u16) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}
+
+#[test]
+fn connections_closed_at_a_cap_are_counted_per_listener_and_cap() {
+    let (dns, metrics) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["serve", "--manifests"])
+        .arg(examples_dir().join("cluster"))
+        .args(["--webhook=false", "--max-connections", "2"])
+        .args(["--dns-tcp-max-connections-per-source", "1"])
+        .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _serve = Serve { child };
+    wait_until(
+        "the metrics listener answers",
+        Duration::from_secs(30),
+        || scrape(metrics).contains("gateway_dns_connections_evicted_total"),
+    );
+    let sample = |text: &str, series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|value| value.trim().parse().ok())
+    };
+    let metrics_evicted =
+        "gateway_dns_connections_evicted_total{listener=\"metrics\",cap=\"connections\"}";
+    let dns_evicted = "gateway_dns_connections_evicted_total{listener=\"dns\",cap=\"per_source\"}";
+    let before = scrape(metrics);
+    let evicted_before = sample(&before, metrics_evicted).unwrap();
+    assert_eq!(sample(&before, dns_evicted), Some(0.0), "{before}");
+
+    // Two silent connections fill the metrics listener: the scrape's own makes room.
+    let silent: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", metrics)).unwrap())
+        .collect();
+    // A second silent DNS connection from the same address pushes out the first.
+    let dns_silent: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", dns)).unwrap())
+        .collect();
+    let mut after = String::new();
+    wait_until("the evictions are counted", Duration::from_secs(10), || {
+        after = scrape(metrics);
+        sample(&after, metrics_evicted).is_some_and(|n| n > evicted_before)
+            && sample(&after, dns_evicted) == Some(1.0)
+    });
+    assert_eq!(
+        sample(
+            &after,
+            "gateway_dns_connections_refused_total{listener=\"metrics\",cap=\"connections\"}"
+        ),
+        Some(0.0),
+        "idle connections make room, nothing is refused: {after}"
+    );
+    drop((silent, dns_silent));
+}

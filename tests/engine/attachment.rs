@@ -722,6 +722,81 @@ fn status_mode_still_applies_listener_rules() {
 }
 
 #[test]
+fn status_mode_matches_a_status_parent_on_the_parent_and_its_section_and_port_choose_listeners() {
+    let status = Config {
+        attachment: AttachmentMode::Status,
+        ..Config::default()
+    };
+    // Listener `a` serves a.example.com on 443, `b` b.example.com on 8443.
+    let mut a = listener("a", "HTTPS", Some("a.example.com"));
+    a["port"] = json!(443);
+    let mut b = listener("b", "HTTPS", Some("b.example.com"));
+    b["port"] = json!(8443);
+    let published = |cfg: Config, spec_parent: Value, status_parent: Value| {
+        let route = http_route(
+            "apps",
+            "r",
+            json!([spec_parent]),
+            &["a.example.com", "b.example.com"],
+        );
+        let mut entry = json!({"parentRef": status_parent,
+                               "conditions": [{"type": "Accepted", "status": "True"}]});
+        entry["parentRef"]["namespace"] = json!("infra");
+        let route = with(route, &["status", "parents"], json!([entry]));
+        let got = settle(
+            cfg,
+            &[
+                infra(),
+                apps(),
+                gateway("infra", "gw", json!([a.clone(), b.clone()]), &[GW1]),
+                route,
+            ],
+        );
+        got.records
+            .iter()
+            .map(|r| r.dns_name.clone())
+            .collect::<Vec<_>>()
+    };
+    let spec_any = parent("infra", "gw");
+    // No sectionName in spec; the status names listener a: a's name only, not none at all.
+    assert_eq!(
+        published(
+            status.clone(),
+            spec_any.clone(),
+            json!({"name": "gw", "sectionName": "a"})
+        ),
+        ["a.example.com"]
+    );
+    // The status entry's port chooses listener b.
+    assert_eq!(
+        published(
+            status.clone(),
+            spec_any.clone(),
+            json!({"name": "gw", "port": 8443})
+        ),
+        ["b.example.com"]
+    );
+    // A sectionName in spec the status entry does not repeat: the status entry decides.
+    let mut spec_a = spec_any.clone();
+    spec_a["sectionName"] = json!("a");
+    assert_eq!(
+        published(status.clone(), spec_a.clone(), json!({"name": "gw"})),
+        ["a.example.com", "b.example.com"]
+    );
+    // Another parent in status is no match.
+    assert!(published(status, spec_any.clone(), json!({"name": "other"})).is_empty());
+    // spec mode predicts from spec, whatever the status names.
+    assert_eq!(
+        published(
+            Config::default(),
+            spec_a,
+            json!({"name": "gw", "sectionName": "b"})
+        ),
+        ["a.example.com"]
+    );
+}
+
+#[test]
 fn spec_mode_vetoes_parents_refused_for_the_current_generation() {
     let cases = [
         // (observedGeneration of the Accepted=False condition, route generation, gateways)

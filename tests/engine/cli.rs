@@ -945,12 +945,15 @@ fn check_help_documents_the_exit_codes() {
 
 // ---------------------------------------------------------------- the CLI for external-dns users
 
-/// Parses as the binary does (the older `--flag false` form joined first).
+/// Parses as the binary does (external-dns's flags mapped and the older `--flag false` form
+/// joined first).
 fn parse(args: &[&str]) -> Result<gateway_dns::cli::Cli, clap::Error> {
     use clap::Parser as _;
     let argv = std::iter::once("gateway-dns")
         .chain(args.iter().copied())
         .map(std::ffi::OsString::from);
+    let (argv, _notes) = gateway_dns::cli::external_dns_flags(argv)
+        .unwrap_or_else(|refused| panic!("{args:?}: {refused}"));
     gateway_dns::cli::Cli::try_parse_from(gateway_dns::cli::join_boolean_values(argv))
 }
 
@@ -1024,6 +1027,137 @@ fn external_dns_names_are_hidden_aliases() {
             "docs/migrating-from-external-dns.md lists {alias}"
         );
     }
+}
+
+#[test]
+fn external_dns_flags_of_a_command_line_map_with_a_note_or_are_refused_with_what_to_do() {
+    let serve = serve_args(&[
+        "--gateway-label-filter",
+        "dns=public",
+        "--rfc2136-tsig-keyname=external-dns",
+        "--rfc2136-tsig-secret-alg",
+        "hmac-sha512",
+        "--source=gateway-httproute",
+        "--source",
+        "gateway-grpcroute",
+        "--registry=txt",
+    ]);
+    assert_eq!(serve.engine.gateway_selector.as_deref(), Some("dns=public"));
+    assert_eq!(
+        serve.provider_flags.rfc2136_tsig_key_name.as_deref(),
+        Some("external-dns")
+    );
+    assert_eq!(serve.provider_flags.rfc2136_tsig_algorithm, "hmac-sha512");
+
+    // One line each, saying what it maps to; the files are checked as without them.
+    let plain = run(&[
+        "check",
+        "--output",
+        "json",
+        "--gateway-selector=tier!=none",
+        "examples/cluster",
+    ]);
+    let mapped = run(&[
+        "check",
+        "--output",
+        "json",
+        "--gateway-label-filter=tier!=none",
+        "--source=gateway-httproute",
+        "--source=gateway-tcproute",
+        "--registry",
+        "txt",
+        "examples/cluster",
+    ]);
+    assert_eq!(mapped.code, plain.code, "{}", mapped.stderr);
+    assert_eq!(mapped.stdout, plain.stdout);
+    let notes: Vec<&str> = mapped.stderr.lines().collect();
+    assert_eq!(notes.len(), 4, "{}", mapped.stderr);
+    assert!(
+        notes[0].contains("--gateway-label-filter is external-dns's name for --gateway-selector")
+    );
+    assert!(
+        notes[1].starts_with("gateway-dns: --source=gateway-httproute: gateway-dns always reads")
+    );
+    assert!(notes[2].starts_with("gateway-dns: --source=gateway-tcproute: "));
+    assert!(notes[3].contains("--registry=txt: record ownership is kept in TXT records"));
+
+    // What cannot hold is refused, saying what to do, and never with a tip for another flag.
+    for (args, says) in [
+        (
+            &["--source=service"][..],
+            "keep the service source in external-dns",
+        ),
+        (
+            &["--source", "ingress"][..],
+            "keep the ingress source in external-dns",
+        ),
+        (&["--registry=dynamodb"][..], "remove --registry"),
+        (
+            &["--rfc2136-tsig-secret", "c2VjcmV0"][..],
+            "--rfc2136-tsig-secret-file FILE, or set GATEWAY_DNS_RFC2136_TSIG_SECRET",
+        ),
+        (
+            &["--pdns-api-key=k"][..],
+            "--pdns-api-key-file FILE, or set GATEWAY_DNS_PDNS_API_KEY",
+        ),
+        (
+            &["--txt-encrypt-aes-key", "k"][..],
+            "--txt-encrypt-aes-key-file FILE, or set GATEWAY_DNS_TXT_ENCRYPT_AES_KEY",
+        ),
+    ] {
+        let refused = run(&[&["serve"][..], args].concat());
+        assert_eq!(refused.code, 2, "{args:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains(says),
+            "{args:?}: {}",
+            refused.stderr
+        );
+        assert!(
+            !refused.stderr.contains("tip:"),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
+
+    let migrating =
+        std::fs::read_to_string(crate_dir().join("docs/migrating-from-external-dns.md")).unwrap();
+    for flag in [
+        "`--gateway-label-filter`",
+        "`--rfc2136-tsig-keyname`",
+        "`--rfc2136-tsig-secret-alg`",
+        "`--source=gateway-httproute`",
+        "`--registry=txt`",
+    ] {
+        assert!(
+            migrating.contains(flag),
+            "docs/migrating-from-external-dns.md lists {flag}"
+        );
+    }
+}
+
+#[test]
+fn serve_notes_mapped_flags_in_its_log_and_text_logs_have_no_colour_off_a_terminal() {
+    // Nothing to run: serve logs the note, then stops on the configuration (exit 2).
+    let out = run(&[
+        "serve",
+        "--log-format",
+        "text",
+        "--registry=txt",
+        "--webhook=false",
+        "--sync=false",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let note = out
+        .stderr
+        .lines()
+        .find(|line| line.contains("--registry=txt: record ownership is kept in TXT records"))
+        .unwrap_or_else(|| panic!("no note in:\n{}", out.stderr));
+    assert!(note.contains("INFO"), "{note}");
+    assert!(
+        !out.stderr.contains('\x1b'),
+        "colour codes in a pipe: {:?}",
+        out.stderr
+    );
 }
 
 #[test]

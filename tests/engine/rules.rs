@@ -457,6 +457,10 @@ fn namespace_label_overrides_the_mode() {
         (Mode::Enforce, "audit", Action::Audit),
         (Mode::Audit, "enforce", Action::Deny),
         (Mode::Warn, "enforce", Action::Deny),
+        // Written by hand in any case, the value means what it says.
+        (Mode::Enforce, "Warn", Action::Warn),
+        (Mode::Enforce, "AUDIT", Action::Audit),
+        (Mode::Warn, "Enforce", Action::Deny),
         // An unknown value leaves the installation's mode in force.
         (Mode::Enforce, "bogus", Action::Deny),
         (Mode::Warn, "bogus", Action::Warn),

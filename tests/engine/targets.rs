@@ -210,6 +210,17 @@ fn route_targets_can_be_forbidden_by_flag_or_namespace_label() {
             json!({ROUTE_TARGETS_LABEL: "allow"}),
             true,
         ),
+        // In any case, as the mode label.
+        (
+            Config::default(),
+            json!({ROUTE_TARGETS_LABEL: "Forbid"}),
+            false,
+        ),
+        (
+            forbidding_flag.clone(),
+            json!({ROUTE_TARGETS_LABEL: "ALLOW"}),
+            true,
+        ),
         // An unknown value keeps the flag's choice.
         (
             forbidding_flag,

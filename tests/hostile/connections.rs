@@ -63,7 +63,7 @@ async fn silent_tls_connections_beyond_the_cap_do_not_lock_out_a_review() {
     let webhook = TestWebhook::start_limited(
         Arc::new(TestHandler),
         WebhookOptions::default(),
-        listener_options,
+        listener_options.clone(),
     )
     .await;
     let config = apiserver_tls_config(&webhook.ca_pem);

@@ -11,7 +11,8 @@
 //!
 //! Plain HTTP: a webhook provider runs as a sidecar on loopback. TXT targets are sent quoted, as
 //! external-dns's TXT registry sends them (providers that build zone-file records need the quotes),
-//! and read back with or without quotes.
+//! and read back with or without quotes; a value the provider split into 255-byte strings (as
+//! several quoted strings, or as several targets) is joined again.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -262,6 +263,12 @@ impl ExternalDnsWebhookProvider {
                 continue;
             }
             let endpoint = from_wire(&raw, record_type);
+            // An update names the old record as the provider holds it: a TXT value it split is
+            // sent whole, in quotes, as it was written.
+            let mut raw = raw;
+            if record_type == RecordType::TXT {
+                raw.targets = endpoint.targets.iter().map(|t| quote_txt(t)).collect();
+            }
             if endpoint.targets.is_empty()
                 || !self
                     .config
@@ -408,18 +415,20 @@ fn to_wire(endpoint: &Endpoint) -> WireEndpoint {
 }
 
 fn from_wire(raw: &WireEndpoint, record_type: RecordType) -> Endpoint {
-    let targets: Targets = raw
-        .targets
-        .iter()
-        .map(|target| match record_type {
-            RecordType::A | RecordType::AAAA => target
-                .parse::<std::net::IpAddr>()
-                .map(|ip| ip.to_string())
-                .unwrap_or_else(|_| target.clone()),
-            RecordType::CNAME => canonical(target).into_owned(),
-            RecordType::TXT => unquote_txt(target),
-        })
-        .collect();
+    let targets: Targets = match record_type {
+        RecordType::TXT => rejoin_txt(raw.targets.iter().map(|target| unquote_txt(target))),
+        _ => raw
+            .targets
+            .iter()
+            .map(|target| match record_type {
+                RecordType::A | RecordType::AAAA => target
+                    .parse::<std::net::IpAddr>()
+                    .map(|ip| ip.to_string())
+                    .unwrap_or_else(|_| target.clone()),
+                _ => canonical(target).into_owned(),
+            })
+            .collect(),
+    };
     Endpoint {
         dns_name: canonical(&raw.dns_name).into_owned(),
         record_type,
@@ -443,28 +452,57 @@ fn quote_txt(text: &str) -> String {
     quoted
 }
 
-/// A TXT value as a provider lists it, quoted or not.
+/// The most a TXT character-string holds (RFC 1035, 3.3): a longer value is stored as several.
+const TXT_STRING_MAX: usize = 255;
+
+/// A TXT value as a provider lists it: unquoted, quoted, or as several quoted strings
+/// (`"abc" "def"`, a value the provider split), which are joined.
 fn unquote_txt(text: &str) -> String {
-    match text
-        .strip_prefix('"')
-        .and_then(|rest| rest.strip_suffix('"'))
-    {
-        None => text.to_string(),
-        Some(inner) => {
-            let mut out = String::with_capacity(inner.len());
-            let mut chars = inner.chars();
-            while let Some(c) = chars.next() {
-                if c == '\\' {
-                    if let Some(next) = chars.next() {
-                        out.push(next);
-                    }
-                } else {
-                    out.push(c);
-                }
+    quoted_strings(text)
+        .map(|strings| strings.concat())
+        .unwrap_or_else(|| text.to_string())
+}
+
+/// The strings of a text made only of quoted strings separated by blanks; None otherwise.
+fn quoted_strings(text: &str) -> Option<Vec<String>> {
+    let mut strings = Vec::new();
+    let mut chars = text.trim().chars().peekable();
+    while let Some(open) = chars.next() {
+        if open != '"' {
+            return None;
+        }
+        let mut string = String::new();
+        loop {
+            match chars.next()? {
+                '\\' => string.push(chars.next()?),
+                '"' => break,
+                c => string.push(c),
             }
-            out
+        }
+        strings.push(string);
+        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+    }
+    (!strings.is_empty()).then_some(strings)
+}
+
+/// TXT targets with a value a provider split into character-strings joined again. Providers
+/// that list each string as a target (external-dns's RFC 2136 provider does) cut a long value
+/// into strings of exactly 255 bytes and a shorter last one, so a full-length target continues
+/// in the next.
+fn rejoin_txt(values: impl Iterator<Item = String>) -> Targets {
+    let mut joined = Vec::new();
+    let mut pending = String::new();
+    for value in values {
+        let continues = value.len() == TXT_STRING_MAX;
+        pending.push_str(&value);
+        if !continues {
+            joined.push(std::mem::take(&mut pending));
         }
     }
+    if !pending.is_empty() {
+        joined.push(pending);
+    }
+    joined.into_iter().collect()
 }
 
 impl Provider for ExternalDnsWebhookProvider {
@@ -544,6 +582,38 @@ mod tests {
             unquote_txt("heritage=external-dns"),
             "heritage=external-dns"
         );
+    }
+
+    #[test]
+    fn a_txt_value_split_by_the_provider_is_read_whole() {
+        let value = format!(
+            "heritage=external-dns,external-dns/owner={}",
+            "o".repeat(600)
+        );
+        let (first, rest) = value.split_at(TXT_STRING_MAX);
+        let (second, third) = rest.split_at(TXT_STRING_MAX);
+        // Each string a target, as external-dns's RFC 2136 provider lists it, beside a record
+        // of its own.
+        let raw = WireEndpoint {
+            dns_name: "a-web.example.com".into(),
+            record_type: "TXT".into(),
+            targets: vec![
+                format!("\"{first}\""),
+                second.to_owned(),
+                format!("\"{third}\""),
+                "\"other\"".into(),
+            ],
+            ..WireEndpoint::default()
+        };
+        let endpoint = from_wire(&raw, RecordType::TXT);
+        let targets: Vec<&str> = endpoint.targets.iter().map(String::as_str).collect();
+        assert_eq!(targets, [value.as_str(), "other"]);
+        // Several quoted strings in one target.
+        let one = format!("\"{first}\" \"{}\"", &value[TXT_STRING_MAX..]);
+        assert_eq!(unquote_txt(&one), value);
+        assert_eq!(unquote_txt(r#""a\"b" "c""#), "a\"bc");
+        // Not only quoted strings: taken as written.
+        assert_eq!(unquote_txt(r#""a" b"#), r#""a" b"#);
     }
 
     #[test]
