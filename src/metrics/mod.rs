@@ -365,14 +365,14 @@ impl Metrics {
         registry.register(
             "gateway_dns_secondary_serial_lag",
             "Serials an embedded server's secondary is behind the primary, the most over its zones",
-            secondary_serial_lag.clone(),
+            Described(secondary_serial_lag.clone()),
         );
         let secondary_lag_seconds = Family::<SecondaryLabels, FloatGauge>::default();
         registry.register_with_unit(
             "gateway_dns_secondary_serial_lag",
             "Time since an embedded server's secondary last held every zone's current serial",
             Unit::Seconds,
-            secondary_lag_seconds.clone(),
+            Described(secondary_lag_seconds.clone()),
         );
         let target_healthy = Family::<GatewayLabels, Gauge>::default();
         registry.register(
