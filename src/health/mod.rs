@@ -286,6 +286,9 @@ pub async fn run(
             })
             .collect();
         if due.is_empty() {
+            // Targets may have gone (a Gateway no longer annotated): what fails is set anew
+            // each tick, and the index publishes only a change.
+            publish(&index, &metrics, &tracked);
             continue;
         }
         let results: Vec<(Target, Result<(), String>)> = futures::stream::iter(due)
@@ -432,6 +435,73 @@ mod tests {
             1,
             "{changes:?}"
         );
+    }
+
+    fn world(annotations: serde_json::Value, cfg: crate::engine::Config) -> crate::index::Snapshot {
+        let gateway = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "infra", "annotations": annotations},
+            "spec": {"gatewayClassName": "x", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]},
+            "status": {"addresses": [
+                {"type": "IPAddress", "value": "10.0.0.1"},
+                {"type": "IPAddress", "value": "192.0.2.1"},
+                {"type": "Hostname", "value": "lb.example.net"}
+            ]}
+        });
+        let route = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "infra"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["b.example.com", "a.example.com"]}
+        });
+        let objects = [gateway, route]
+            .iter()
+            .map(|v| crate::model::decode_value(v).unwrap().unwrap())
+            .collect::<Vec<_>>();
+        crate::index::Snapshot::from_objects(Arc::new(cfg), objects)
+    }
+
+    #[test]
+    fn every_published_ip_of_an_annotated_gateway_is_a_target() {
+        let annotated = serde_json::json!({"gateway-dns.io/health-check-protocol": "http"});
+        let (found, bad) = targets(
+            &world(annotated.clone(), Default::default()),
+            &Defaults::default(),
+        );
+        assert!(bad.is_empty());
+        let seen: Vec<(&str, String, &str)> = found
+            .iter()
+            .map(|t| (&*t.gateway, t.address.to_string(), t.host.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("infra/gw", "10.0.0.1".to_owned(), "a.example.com"),
+                ("infra/gw", "192.0.2.1".to_owned(), "a.example.com"),
+            ],
+            "IP addresses only, with the first name as Host"
+        );
+
+        // Only what --target-cidr keeps.
+        let mut cfg = crate::engine::Config::default();
+        cfg.scope.targets.include = vec!["10.0.0.0/8".parse().unwrap()];
+        let (found, _) = targets(&world(annotated, cfg), &Defaults::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].address.to_string(), "10.0.0.1");
+
+        // Not annotated: nothing; badly annotated: nothing, and why.
+        let (found, bad) = targets(
+            &world(serde_json::json!({}), Default::default()),
+            &Defaults::default(),
+        );
+        assert!(found.is_empty() && bad.is_empty());
+        let wrong = serde_json::json!({"gateway-dns.io/health-check-protocol": "icmp"});
+        let (found, bad) = targets(&world(wrong, Default::default()), &Defaults::default());
+        assert!(found.is_empty());
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].object, "Gateway/infra/gw");
+        assert_eq!(bad[0].error.annotation, "protocol");
     }
 
     #[test]

@@ -164,3 +164,98 @@ impl ServerCertVerifier for AnyCertificate {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::spec::{Defaults, PREFIX, read};
+    use crate::model::StringMap;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn spec(protocol: &str, port: u16) -> CheckSpec {
+        let annotations = StringMap::from_pairs([
+            (format!("{PREFIX}protocol"), protocol.to_owned()),
+            (format!("{PREFIX}port"), port.to_string()),
+            (format!("{PREFIX}timeout"), "1s".to_owned()),
+        ]);
+        read(&annotations, &Defaults::default())
+            .and_then(Result::ok)
+            .unwrap()
+    }
+
+    /// A server on loopback that answers every request with `status`, or never answers.
+    async fn server(status: Option<u16>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    let _ = tcp.read(&mut buffer).await;
+                    match status {
+                        Some(status) => {
+                            let answer = format!(
+                                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                            let _ = tcp.write_all(answer.as_bytes()).await;
+                        }
+                        None => tokio::time::sleep(std::time::Duration::from_secs(30)).await,
+                    }
+                });
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn a_probe_passes_on_expected_codes_only_and_fails_in_words() {
+        let tls = tls_connector().unwrap();
+        let ok = server(Some(204)).await;
+        probe(&tls, ok, "app.example.com", &spec("http", ok.port()))
+            .await
+            .unwrap();
+        let missing = server(Some(404)).await;
+        let err = probe(
+            &tls,
+            missing,
+            "app.example.com",
+            &spec("http", missing.port()),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ProbeError::Status(404)), "{err}");
+        // A TCP check only opens the connection.
+        probe(
+            &tls,
+            missing,
+            "app.example.com",
+            &spec("tcp", missing.port()),
+        )
+        .await
+        .unwrap();
+        let silent = server(None).await;
+        let err = probe(
+            &tls,
+            silent,
+            "app.example.com",
+            &spec("http", silent.port()),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ProbeError::Timeout(_)), "{err}");
+        // Nothing listens there any more.
+        let closed = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap()
+        };
+        let err = probe(&tls, closed, "app.example.com", &spec("tcp", closed.port()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProbeError::Connect(_)), "{err}");
+        // An https probe of a server that speaks no TLS fails in the handshake.
+        let err = probe(&tls, ok, "app.example.com", &spec("https", ok.port()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProbeError::Tls(_)), "{err}");
+    }
+}
