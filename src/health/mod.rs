@@ -267,7 +267,16 @@ pub async fn run(
         if stale || changes.has_changed().unwrap_or(false) {
             changes.borrow_and_update();
             stale = false;
-            let (current, bad) = index.read(|snapshot| targets(snapshot, &config.defaults));
+            // A walk of every route: off the async threads.
+            let (reader, defaults) = (index.clone(), config.defaults.clone());
+            let Ok((current, bad)) = tokio::task::spawn_blocking(move || {
+                reader.read(|snapshot| targets(snapshot, &defaults))
+            })
+            .await
+            else {
+                stale = true;
+                continue;
+            };
             for spec in &bad {
                 if !reported.contains(spec) {
                     tracing::warn!(object = %spec.object, error = %spec.error, "health-check annotation not usable");
