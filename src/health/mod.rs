@@ -290,7 +290,11 @@ pub async fn run(
             .values_mut()
             .filter(|t| t.due <= now)
             .map(|t| {
-                t.due = now + t.target.spec.interval;
+                // On the schedule, not from now: ticks a hair late would otherwise stretch
+                // every interval by a tick. Behind the schedule, one interval from now.
+                let interval = t.target.spec.interval;
+                let next = t.due + interval;
+                t.due = if next > now { next } else { now + interval };
                 t.target.clone()
             })
             .collect();
