@@ -147,7 +147,7 @@ fn json_is_stable_and_complete() {
         loser["claims"],
         json!([{"rank": 2, "gateway": "infra/gw2", "listenerSet": null,
                 "targets": ["203.0.113.20"], "field": "spec.hostnames[0]", "result": "loses",
-                "decidedBy": "creationTimestamp", "why": loser["why"]}])
+                "decidedBy": "creationTimestamp", "why": loser["why"], "programmed": true}])
     );
     assert_eq!(
         loser["parents"],
