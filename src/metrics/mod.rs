@@ -374,13 +374,6 @@ impl Metrics {
             Unit::Seconds,
             Described(secondary_lag_seconds.clone()),
         );
-        let target_healthy = Family::<GatewayLabels, Gauge>::default();
-        registry.register(
-            "gateway_dns_target_healthy",
-            "1 while every probed address of a Gateway passes its health checks, 0 while one \
-             fails; only the Lease holder probes, so only it has series",
-            Described(target_healthy.clone()),
-        );
         let absences = Family::<AbsenceLabels, Counter>::default();
         registry.register(
             "gateway_dns_absences",
@@ -388,6 +381,13 @@ impl Metrics {
              relist, an empty DNS listing), by source and what was decided: held until \
              confirmed, returned, or confirmed",
             Described(absences.clone()),
+        );
+        let target_healthy = Family::<GatewayLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_target_healthy",
+            "1 while every probed address of a Gateway passes its health checks, 0 while one \
+             fails; only the Lease holder probes, so only it has series",
+            Described(target_healthy.clone()),
         );
         let sync_passes = Counter::default();
         registry.register(
