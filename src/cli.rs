@@ -156,6 +156,7 @@ const CONNECTIONS: &str = "Connections (limits and timeouts of every listener)";
 const LEADER_ELECTION: &str = "Leader election";
 const OBSERVABILITY: &str = "Metrics and logs";
 const FEEDBACK: &str = "Events and PolicyReports (cluster source; written by the Lease holder)";
+const HEALTH: &str = "Health checks (of Gateways annotated gateway-dns.io/health-check-protocol; probed by the Lease holder)";
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -341,6 +342,33 @@ pub struct ServeArgs {
     /// finding); needs the PolicyReport CRD.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_POLICY_REPORTS", help_heading = FEEDBACK)]
     pub policy_reports: bool,
+
+    /// How often each target is probed, where a Gateway or ListenerSet sets no
+    /// gateway-dns.io/health-check-interval.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "GATEWAY_DNS_HEALTH_CHECK_INTERVAL", help_heading = HEALTH)]
+    pub health_check_interval: std::time::Duration,
+    /// How long one probe may take (connection, TLS and answer), where no
+    /// gateway-dns.io/health-check-timeout is set; at most the interval.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "GATEWAY_DNS_HEALTH_CHECK_TIMEOUT", help_heading = HEALTH)]
+    pub health_check_timeout: std::time::Duration,
+    /// Failed probes in a row that make a target unhealthy, where no
+    /// gateway-dns.io/health-check-failure-threshold is set.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100), env = "GATEWAY_DNS_HEALTH_CHECK_FAILURE_THRESHOLD", help_heading = HEALTH)]
+    pub health_check_failure_threshold: u32,
+    /// Good probes in a row that make an unhealthy target healthy again, where no
+    /// gateway-dns.io/health-check-success-threshold is set.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100), env = "GATEWAY_DNS_HEALTH_CHECK_SUCCESS_THRESHOLD", help_heading = HEALTH)]
+    pub health_check_success_threshold: u32,
+    /// HTTP(S) status codes that pass (codes and ranges, e.g. 200-399,404), where no
+    /// gateway-dns.io/health-check-expected-codes is set.
+    #[arg(long, default_value = "200-399", value_name = "CODES", env = "GATEWAY_DNS_HEALTH_CHECK_EXPECTED_CODES", help_heading = HEALTH)]
+    pub health_check_expected_codes: String,
+    /// HTTP(S) path probed, where no gateway-dns.io/health-check-path is set.
+    #[arg(long, default_value = "/", value_name = "PATH", env = "GATEWAY_DNS_HEALTH_CHECK_PATH", help_heading = HEALTH)]
+    pub health_check_path: String,
+    /// Most probes in flight at once, over every target.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096), env = "GATEWAY_DNS_HEALTH_CHECK_CONCURRENCY", help_heading = HEALTH)]
+    pub health_check_concurrency: u32,
 
     #[command(flatten, next_help_heading = "Engine (shared with check)")]
     pub engine: EngineArgs,

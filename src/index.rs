@@ -16,6 +16,7 @@ use triomphe::ThinArc;
 use crate::engine::admission::WhatIf;
 use crate::engine::attach::origin_of;
 use crate::engine::grace::{AddressLoss, address_loss};
+use crate::engine::health::TargetHealth;
 use crate::engine::settle::{Outcome, settle_all};
 use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
 use crate::model::{Gateway, ListenerSet, Name, Namespace, Object, ObjectKey, ObjectKind, Route};
@@ -93,6 +94,9 @@ pub struct Snapshot {
     listener_sets_by_gateway: OrdMap<Box<str>, OrdSet<Box<str>>>,
     /// DNS name → routes claiming it (few per name; kept sorted).
     claims: OrdMap<Name, Claimants>,
+    /// The targets failing their health checks, as the prober last set them (ARCHITECTURE.md,
+    /// "Health checks"); changes only when a target crosses a threshold.
+    health: Arc<TargetHealth>,
 }
 
 /// Runs `lookup` with the `namespace/name` key built on the stack: lookups happen on every
@@ -199,6 +203,9 @@ impl World for Snapshot {
             .iter()
             .map(|(name, ids)| (&**name, ids.as_slice()))
     }
+    fn target_health(&self) -> &TargetHealth {
+        &self.health
+    }
 }
 
 impl WhatIf for Snapshot {
@@ -229,6 +236,7 @@ impl Snapshot {
             routes_by_parent: OrdMap::new(),
             listener_sets_by_gateway: OrdMap::new(),
             claims: OrdMap::new(),
+            health: Arc::new(TargetHealth::new()),
         }
     }
 
@@ -242,6 +250,7 @@ impl Snapshot {
     /// and does not restart a grace.
     pub fn rebuilt(&self, objects: impl IntoIterator<Item = Object>) -> Snapshot {
         let mut snap = Snapshot::with_clock(self.cfg.clone(), self.clock.clone());
+        snap.health = self.health.clone();
         let mut routes = Vec::new();
         for object in objects {
             match object {
@@ -1071,6 +1080,18 @@ impl Index {
 
     pub fn len_of(&self, kind: ObjectKind) -> usize {
         self.snapshot().len_of(kind)
+    }
+
+    /// Replaces the targets failing their health checks; publishes a new snapshot (which wakes
+    /// the sync loop) only when they changed. True when they did.
+    pub fn set_target_health(&self, health: TargetHealth) -> bool {
+        self.write_if(|s| {
+            if *s.health == health {
+                return false;
+            }
+            s.health = Arc::new(health);
+            true
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Snapshot> {

@@ -10,6 +10,7 @@ pub mod dns;
 pub mod engine;
 pub mod feedback;
 pub mod findings;
+pub mod health;
 pub mod index;
 pub mod leader;
 pub mod metrics;

@@ -530,6 +530,20 @@ fn claim_line(claim: &ClaimView) -> String {
     if let Some(key) = claim.decided_by {
         let _ = write!(line, " (decided by {})", key.as_str());
     }
+    for failing in &claim.failing_targets {
+        let fate = if failing.left_out {
+            "left out"
+        } else {
+            "kept: no healthy target left"
+        };
+        let _ = write!(
+            line,
+            "; {} unhealthy since {}: {} ({fate})",
+            failing.target,
+            failing.since.as_deref().unwrap_or("?"),
+            failing.last_error
+        );
+    }
     line
 }
 

@@ -18,6 +18,7 @@ use crate::feedback::cluster::{ClusterFeedback, FeedbackConfig, ServedVersion};
 use crate::feedback::limit::Limits;
 use crate::feedback::{AppliedRecord, ObjectRef};
 use crate::findings::FindingsReport;
+use crate::health;
 use crate::index::Index;
 use crate::leader::{LeaderConfig, LeaderElection};
 use crate::metrics::Metrics;
@@ -81,6 +82,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             syncer = syncer.with_applied_observer(applied_tx);
         }
         process.spawn_sync(Arc::new(syncer), source.synced.clone());
+        process.spawn_health_checks(&args, leader.clone())?;
     }
     if feedback && let Some((client, cluster_source)) = &source.cluster {
         process.spawn_feedback(
@@ -307,6 +309,57 @@ impl Process {
                 tokio::time::sleep(GAUGE_REFRESH).await;
             }
         });
+    }
+
+    /// Probes the targets of annotated Gateways while this replica holds the Lease
+    /// (ARCHITECTURE.md, "Health checks"); the failing ones go into the index, which wakes the
+    /// sync loop and the feedback.
+    fn spawn_health_checks(
+        &mut self,
+        args: &ServeArgs,
+        leader: Option<watch::Receiver<bool>>,
+    ) -> Result<()> {
+        let expected_codes = health::spec::ExpectedCodes::parse(&args.health_check_expected_codes)
+            .with_context(|| {
+                format!(
+                    "--health-check-expected-codes {:?}: codes from 100 to 599 and ranges of \
+                     them, comma-separated, e.g. 200-399,404",
+                    args.health_check_expected_codes
+                )
+            })?;
+        if !args.health_check_path.starts_with('/') {
+            bail!(
+                "--health-check-path {:?}: a path starts with /",
+                args.health_check_path
+            );
+        }
+        let config = health::HealthConfig {
+            defaults: health::spec::Defaults {
+                interval: args.health_check_interval.max(Duration::from_secs(1)),
+                timeout: args.health_check_timeout.min(args.health_check_interval),
+                failure_threshold: args.health_check_failure_threshold,
+                success_threshold: args.health_check_success_threshold,
+                expected_codes,
+                path: args.health_check_path.clone(),
+            },
+            concurrency: usize::try_from(args.health_check_concurrency).unwrap_or(1),
+        };
+        let tls = health::probe::tls_connector()
+            .context("building the TLS client of https health checks")?;
+        let (index, metrics) = (self.index.clone(), self.metrics.clone());
+        self.tasks.spawn(async move {
+            health::run(
+                index,
+                metrics,
+                config,
+                leader,
+                tls,
+                crate::index::system_clock(),
+            )
+            .await;
+            Ok(())
+        });
+        Ok(())
     }
 
     /// Index changes wake the sync loop, which starts only after the source's first full sync:

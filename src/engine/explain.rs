@@ -132,6 +132,23 @@ pub struct ClaimView {
     /// False when the Gateway, ListenerSet or listeners behind the claim say they are not
     /// programmed (ARCHITECTURE.md, "Readiness"); `why` says what became of its targets.
     pub programmed: bool,
+    /// The claim's targets that fail their health checks (ARCHITECTURE.md, "Health checks"),
+    /// each with the probe's error and what became of it on this name; empty when none does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing_targets: Vec<FailingTargetView>,
+}
+
+/// A target of a claim failing its health checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingTargetView {
+    pub target: String,
+    /// When it became unhealthy (RFC 3339).
+    pub since: Option<String>,
+    /// What the probe that made it unhealthy said.
+    pub last_error: String,
+    /// True when it left the name; false when the name keeps it, having no healthy target left.
+    pub left_out: bool,
 }
 
 /// How a claim fared in the settlement of its name.
@@ -434,6 +451,8 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
         std::ptr::eq(a.route, b.route) && std::ptr::eq(a.claim, b.claim)
     };
     let serving = crate::engine::settle::serving_winners(world.config(), &settlement);
+    let health =
+        crate::engine::settle::health_effects(world.config(), world.target_health(), &settlement);
     ordered
         .iter()
         .enumerate()
@@ -495,6 +514,32 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                      another Gateway serves the name"
                 });
             }
+            let failing_targets: Vec<FailingTargetView> = health
+                .iter()
+                .filter(|e| {
+                    *e.gateway == *c.claim.origin.gateway
+                        && c.claim.origin.targets.contains(&e.address)
+                })
+                .map(|e| FailingTargetView {
+                    target: e.address.to_string(),
+                    since: format_rfc3339(e.unhealthy.since),
+                    last_error: e.unhealthy.error.to_string(),
+                    left_out: e.left_out,
+                })
+                .collect();
+            for failing in &failing_targets {
+                why.push_str(&if failing.left_out {
+                    format!(
+                        "; {} fails its health checks ({}), so it is left out while another target serves the name",
+                        failing.target, failing.last_error
+                    )
+                } else {
+                    format!(
+                        "; {} fails its health checks ({}), but the name has no healthy target left, so it stays (TargetUnhealthy)",
+                        failing.target, failing.last_error
+                    )
+                });
+            }
             (
                 c.route_ref(),
                 ClaimView {
@@ -507,6 +552,7 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
                     decided_by,
                     why,
                     programmed,
+                    failing_targets,
                 },
             )
         })

@@ -9,6 +9,7 @@ pub mod claimants;
 pub mod explain;
 pub mod explain_parents;
 pub mod grace;
+pub mod health;
 pub mod hostname;
 pub mod hostname_ownership;
 pub mod names;
@@ -146,6 +147,7 @@ reasons! {
     RouteTargetNotAllowed => Deny,
     CnameNotAllowed => Warn,
     TtlConflict => Warn,
+    TargetUnhealthy => Warn,
 }
 
 impl fmt::Display for Reason {

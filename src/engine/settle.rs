@@ -5,7 +5,11 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use super::claimants::{Claimant, claimants_among, precedence, route_ref};
+use super::health::{TargetHealth, Unhealthy};
 use super::hostname_ownership;
 use super::world::{Origin, RawFinding, RouteEval, RouteId, World};
 use super::{Action, Config, ConflictResolution, Finding, Reason, concat};
@@ -169,32 +173,18 @@ pub fn conflict_message(name: &str, incumbent: &Claimant, loser: &Claimant) -> S
 }
 
 /// Turns a settled name into its records (A/AAAA, or CNAME only when there is no IP target).
-/// The targets are the union of the winners' (they are all the same unless the name is shared).
-pub fn records_for(cfg: &Config, settlement: &Settlement) -> Vec<Record> {
-    let Some(first) = settlement.winners.first() else {
+/// The targets are the union of the winners' (they are all the same unless the name is shared),
+/// less those failing their health checks while another target serves (ARCHITECTURE.md, "Health
+/// checks").
+pub fn records_for(cfg: &Config, health: &TargetHealth, settlement: &Settlement) -> Vec<Record> {
+    if settlement.winners.is_empty() {
         return Vec::new();
-    };
+    }
     let shared = cfg.is_shared_name(settlement.name);
     let serving = serving_winners(cfg, settlement);
-    let union: Vec<Address>;
-    let targets: &[Address] = if shared && serving.len() > 1 {
-        let mut all: Vec<Address> = serving
-            .iter()
-            .flat_map(|c| c.claim.origin.targets.iter().cloned())
-            .collect();
-        all.sort();
-        all.dedup();
-        union = all;
-        &union
-    } else {
-        &serving
-            .first()
-            .copied()
-            .unwrap_or(first)
-            .claim
-            .origin
-            .targets
-    };
+    let all = name_targets(cfg, settlement, &serving);
+    let after_health = serving_targets(health, &serving, &all);
+    let targets: &[Address] = after_health.as_deref().unwrap_or(&all);
     let mut gateways: Vec<String> = serving
         .iter()
         .map(|c| c.claim.origin.gateway.to_string())
@@ -254,6 +244,178 @@ pub fn serving_winners<'s, 'a>(
     } else {
         settlement.winners.iter().collect()
     }
+}
+
+/// The targets the serving winners give a name, before health checks: the union of theirs on a
+/// name shared on purpose, else the first's (every winner has the same). Borrowed unless a
+/// union is made.
+fn name_targets<'s>(
+    cfg: &Config,
+    settlement: &'s Settlement,
+    serving: &[&'s Claimant],
+) -> Cow<'s, [Address]> {
+    if cfg.is_shared_name(settlement.name) && serving.len() > 1 {
+        let mut all: Vec<Address> = serving
+            .iter()
+            .flat_map(|c| c.claim.origin.targets.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        return Cow::Owned(all);
+    }
+    // Never empty while there are winners: with none programmed, every winner serves.
+    match serving.first() {
+        Some(c) => Cow::Borrowed(&c.claim.origin.targets),
+        None => Cow::Borrowed(&[]),
+    }
+}
+
+/// Is `target` failing for every claim among `serving` that brings it? A target that two
+/// Gateways share serves the name while either of them passes.
+fn failing(health: &TargetHealth, serving: &[&Claimant], target: &Address) -> bool {
+    let mut bringing = serving
+        .iter()
+        .filter(|c| c.claim.origin.targets.contains(target))
+        .peekable();
+    bringing.peek().is_some()
+        && bringing.all(|c| health.unhealthy(&c.claim.origin.gateway, target).is_some())
+}
+
+/// The targets a name publishes after health checks: `targets` without the failing ones, unless
+/// none would be left. Then every target stays: a name never loses its last answer because its
+/// targets fail their probes (the DNS fails open). None when nothing is left out.
+fn serving_targets(
+    health: &TargetHealth,
+    serving: &[&Claimant],
+    targets: &[Address],
+) -> Option<Vec<Address>> {
+    if health.is_empty() {
+        return None;
+    }
+    let healthy: Vec<Address> = targets
+        .iter()
+        .filter(|t| !failing(health, serving, t))
+        .cloned()
+        .collect();
+    (!healthy.is_empty() && healthy.len() < targets.len()).then_some(healthy)
+}
+
+/// A failing target behind a settled name, and what became of it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthEffect {
+    /// `namespace/name` of the Gateway whose probes of `address` fail.
+    pub gateway: Box<str>,
+    pub address: Address,
+    pub name: String,
+    /// True when it left the name; false when the name kept it, having no healthy target left.
+    pub left_out: bool,
+    pub unhealthy: Unhealthy,
+}
+
+/// Every failing target that a settled name would publish but for health checks, and whether it
+/// was left out. Empty without failing targets.
+pub fn health_effects(
+    cfg: &Config,
+    health: &TargetHealth,
+    settlement: &Settlement,
+) -> Vec<HealthEffect> {
+    if health.is_empty() || settlement.winners.is_empty() {
+        return Vec::new();
+    }
+    let serving = serving_winners(cfg, settlement);
+    let all = name_targets(cfg, settlement, &serving);
+    let after = serving_targets(health, &serving, &all);
+    let mut effects = Vec::new();
+    for c in &serving {
+        let gateway = &c.claim.origin.gateway;
+        for target in c.claim.origin.targets.iter().filter(|t| all.contains(t)) {
+            if let Some(unhealthy) = health.unhealthy(gateway, target) {
+                effects.push(HealthEffect {
+                    gateway: gateway.clone(),
+                    address: target.clone(),
+                    name: settlement.name.to_owned(),
+                    left_out: after.as_ref().is_some_and(|kept| !kept.contains(target)),
+                    unhealthy: unhealthy.clone(),
+                });
+            }
+        }
+    }
+    effects.sort_by(|a, b| (&a.gateway, &a.address).cmp(&(&b.gateway, &b.address)));
+    effects.dedup();
+    effects
+}
+
+/// Most names a `TargetUnhealthy` message lists per target; the rest are counted.
+const HEALTH_NAMES_LISTED: usize = 3;
+
+/// One `TargetUnhealthy` finding per Gateway with a failing target behind some name: per
+/// target, the error that made it unhealthy, the names it left and the names that kept it
+/// because they had no healthy target left. One per Gateway, not per name, so a Gateway behind
+/// many names makes one Event when a target fails, and `TargetHealthy` when all pass again.
+pub fn health_findings(cfg: &Config, effects: &[HealthEffect]) -> Vec<Finding> {
+    type PerTarget<'e> = BTreeMap<&'e Address, (&'e Unhealthy, Vec<&'e str>, Vec<&'e str>)>;
+    let mut by_gateway: BTreeMap<&str, PerTarget> = BTreeMap::new();
+    for effect in effects {
+        let (_, left, kept) = by_gateway
+            .entry(&effect.gateway)
+            .or_default()
+            .entry(&effect.address)
+            .or_insert((&effect.unhealthy, Vec::new(), Vec::new()));
+        match effect.left_out {
+            true => left.push(&effect.name),
+            false => kept.push(&effect.name),
+        }
+    }
+    let listed = |names: &mut Vec<&str>| {
+        names.sort_unstable();
+        names.dedup();
+        let mut text = names
+            .iter()
+            .take(HEALTH_NAMES_LISTED)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > HEALTH_NAMES_LISTED {
+            text.push_str(&format!(" and {} more", names.len() - HEALTH_NAMES_LISTED));
+        }
+        text
+    };
+    by_gateway
+        .into_iter()
+        .map(|(gateway, targets)| {
+            let parts: Vec<String> = targets
+                .into_iter()
+                .map(|(address, (unhealthy, mut left, mut kept))| {
+                    let mut part =
+                        format!("{address} fails its health checks ({})", unhealthy.error);
+                    if !left.is_empty() {
+                        part.push_str(&format!(
+                            "; left out of {}, which other targets serve",
+                            listed(&mut left)
+                        ));
+                    }
+                    if !kept.is_empty() {
+                        part.push_str(&format!(
+                            "; still published for {}, which has no healthy target left",
+                            listed(&mut kept)
+                        ));
+                    }
+                    part
+                })
+                .collect();
+            Finding {
+                object: concat(&["Gateway/", gateway]),
+                reason: Reason::TargetUnhealthy,
+                action: cfg.action_for(Reason::TargetUnhealthy, cfg.mode),
+                hostname: None,
+                field: "status.addresses".to_owned(),
+                message: concat(&[
+                    &parts.join("; "),
+                    ": fix what serves there, or check the health-check annotations",
+                ]),
+            }
+        })
+        .collect()
 }
 
 /// `GatewayNotProgrammed` for a name whose every winning origin says it is not programmed: its
@@ -371,7 +533,9 @@ pub fn route_finding<W: World>(
 
 /// Settles one name: its records and the conflict findings of the claims that lose it.
 pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Finding>) {
-    settle_claimed_name(world, name, world.claimants(name))
+    let (records, mut findings, effects) = settle_claimed_name(world, name, world.claimants(name));
+    findings.extend(health_findings(world.config(), &effects));
+    (records, findings)
 }
 
 /// A name's claims decided in the engine's one order, for `settle_name`, `settle_all` and
@@ -387,14 +551,17 @@ pub fn contest<'a, W: World>(
     (settle(world.config(), name, claims), taken)
 }
 
+/// A name's records, its findings, and what health checks did to it (made into findings per
+/// Gateway by the caller, over every name it settles).
 fn settle_claimed_name<W: World>(
     world: &W,
     name: &str,
     ids: &[RouteId],
-) -> (Vec<Record>, Vec<Finding>) {
+) -> (Vec<Record>, Vec<Finding>, Vec<HealthEffect>) {
     let cfg = world.config();
     let (settlement, taken) = contest(world, name, claimants_among(world, name, ids));
-    let records = records_for(cfg, &settlement);
+    let records = records_for(cfg, world.target_health(), &settlement);
+    let effects = health_effects(cfg, world.target_health(), &settlement);
     let mut violations = shared_cname_findings(world, &settlement, &records);
     violations.extend(ttl_findings(world, &settlement));
     violations.extend(readiness_findings(world, &settlement));
@@ -415,7 +582,7 @@ fn settle_claimed_name<W: World>(
             message,
         )
     }));
-    (records, violations)
+    (records, violations, effects)
 }
 
 /// `TtlConflict` for each claim on a settled name whose TTL is not the one published (the
@@ -538,11 +705,14 @@ fn shared_cname_findings<W: World>(
 pub fn settle_all<W: World>(world: &W) -> Outcome {
     let mut records = Vec::new();
     let mut violations = Vec::new();
+    let mut effects = Vec::new();
     for (name, ids) in world.claims() {
-        let (r, v) = settle_claimed_name(world, name, ids);
+        let (r, v, e) = settle_claimed_name(world, name, ids);
         records.extend(r);
         violations.extend(v);
+        effects.extend(e);
     }
+    violations.extend(health_findings(world.config(), &effects));
     for (_, entry) in world.routes() {
         violations.extend(
             entry

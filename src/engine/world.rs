@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::health::TargetHealth;
 use super::{Config, Reason, concat, decimal};
 use crate::model::{Address, Gateway, ListenerSet, Name, Namespace, ObjectKey, Route};
 
@@ -51,6 +52,11 @@ pub trait World {
     fn claimants(&self, name: &str) -> &[RouteId];
     /// Every DNS name some route claims, in name order, with its claimants.
     fn claims(&self) -> impl Iterator<Item = (&str, &[RouteId])>;
+    /// The targets failing their health checks (ARCHITECTURE.md, "Health checks"); none where
+    /// nothing probes (`check`, the webhook's what-ifs over plain worlds).
+    fn target_health(&self) -> &TargetHealth {
+        TargetHealth::none()
+    }
 }
 
 /// Where a name's addresses come from: a Gateway, possibly through one of its ListenerSets.

@@ -20,7 +20,8 @@ use tracing::{debug, info, warn};
 use super::limit::{Limits, Occurrence, RateLimiter, SERIES_WINDOW, SeriesCache};
 use super::{
     AppliedRecord, CONTROLLER, EventIntent, ObjectRef, POLICY, RecordRoutes, ReportContent,
-    Summary, events_for, record_events, remember_routes, report_changes, reports_for,
+    Summary, events_for, record_events, recovery_events, remember_routes, report_changes,
+    reports_for,
 };
 use crate::engine::{Config, Finding, Outcome};
 use crate::model::ObjectKind;
@@ -100,7 +101,11 @@ impl ClusterFeedback {
             return;
         }
         if self.config.events {
-            let intents = events_for(self.announced.as_ref(), &outcome.violations);
+            let mut intents = events_for(self.announced.as_ref(), &outcome.violations);
+            intents.extend(recovery_events(
+                self.announced.as_ref(),
+                &outcome.violations,
+            ));
             for intent in intents {
                 self.emit(intent).await;
             }

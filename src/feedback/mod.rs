@@ -12,7 +12,7 @@ pub mod limit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::engine::{Action, Config, Finding, Mode, Outcome};
+use crate::engine::{Action, Config, Finding, Mode, Outcome, Reason};
 use crate::model::{ObjectKind, RecordType};
 
 /// `reportingController` of every Event, and the `source` and `policy` of every report result.
@@ -192,6 +192,47 @@ pub fn events_for(previous: Option<&BTreeSet<Finding>>, current: &[Finding]) -> 
                 action: FINDING_ACTION,
                 reason: v.reason.as_str().to_string(),
                 note: v.message.clone(),
+            })
+        })
+        .collect();
+    intents.sort();
+    intents.dedup();
+    intents
+}
+
+/// `reason` of the Normal Event on a Gateway that had a `TargetUnhealthy` finding and has none
+/// any more: every target of it behind a name passes its health checks again.
+pub const TARGET_HEALTHY: &str = "TargetHealthy";
+
+/// `TargetHealthy` for every Gateway with a `TargetUnhealthy` finding in `previous` and none in
+/// `current` (ARCHITECTURE.md, "Health checks"): the finding's Event said a target failed, this
+/// one says it passes again. Nothing without a previous (a new leader has nothing to compare).
+pub fn recovery_events(
+    previous: Option<&BTreeSet<Finding>>,
+    current: &[Finding],
+) -> Vec<EventIntent> {
+    let Some(previous) = previous else {
+        return Vec::new();
+    };
+    let unhealthy = |f: &&Finding| f.reason == Reason::TargetUnhealthy;
+    let still: BTreeSet<&str> = current
+        .iter()
+        .filter(unhealthy)
+        .map(|f| f.object.as_str())
+        .collect();
+    let mut intents: Vec<EventIntent> = previous
+        .iter()
+        .filter(unhealthy)
+        .filter(|f| !still.contains(f.object.as_str()))
+        .filter_map(|f| {
+            Some(EventIntent {
+                regarding: ObjectRef::parse(&f.object)?,
+                event_type: EventType::Normal,
+                action: FINDING_ACTION,
+                reason: TARGET_HEALTHY.to_string(),
+                note: "no target of this Gateway fails its health checks any more; its \
+                       addresses are back in every name they serve"
+                    .to_string(),
             })
         })
         .collect();
@@ -416,6 +457,30 @@ mod tests {
         // Gone, then back: emitted again (the writer makes that a series).
         assert!(events_for(Some(&seen), &[]).is_empty());
         assert_eq!(events_for(Some(&BTreeSet::new()), &[conflict]).len(), 1);
+    }
+
+    #[test]
+    fn a_gateway_whose_targets_pass_again_is_told_once() {
+        let unhealthy = |message: &str| Finding {
+            object: "Gateway/infra/blue".to_string(),
+            reason: Reason::TargetUnhealthy,
+            action: Action::Warn,
+            hostname: None,
+            field: "status.addresses".to_string(),
+            message: message.to_string(),
+        };
+        let one: BTreeSet<Finding> = [unhealthy("10.0.0.1 fails")].into();
+        assert!(recovery_events(None, &[]).is_empty(), "no history, no news");
+        // Another target fails too: the finding changes, the Gateway is not healthy.
+        assert!(recovery_events(Some(&one), &[unhealthy("10.0.0.1 and 10.0.0.2 fail")]).is_empty());
+        let back = recovery_events(Some(&one), &[]);
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].regarding.to_string(), "Gateway/infra/blue");
+        assert_eq!(
+            (back[0].reason.as_str(), back[0].event_type),
+            (TARGET_HEALTHY, EventType::Normal)
+        );
+        assert!(recovery_events(Some(&BTreeSet::new()), &[]).is_empty());
     }
 
     fn applied(name: &str, record_type: RecordType, removed: bool) -> AppliedRecord {

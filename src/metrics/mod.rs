@@ -175,6 +175,13 @@ struct SecondaryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GatewayLabels {
+    /// Not `namespace`: Prometheus's scrape adds the target's own `namespace` label.
+    gateway_namespace: String,
+    gateway: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AbsenceLabels {
     source: String,
     absence: String,
@@ -265,6 +272,7 @@ pub struct Metrics {
     source_staleness: Family<SourceLabels, FloatGauge>,
     secondary_serial_lag: Family<SecondaryLabels, Gauge>,
     secondary_lag_seconds: Family<SecondaryLabels, FloatGauge>,
+    target_healthy: Family<GatewayLabels, Gauge>,
     absences: Family<AbsenceLabels, Counter>,
     sync_passes: Counter,
     sync_changes: Family<ActionLabels, Counter>,
@@ -279,6 +287,9 @@ pub struct Metrics {
     namespace_findings: Family<NamespaceLabels, Gauge>,
     /// Namespaces that have had a findings series, so one whose findings are gone reads 0.
     finding_namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// The Gateways with a `gateway_dns_target_healthy` series, so the ones no longer probed
+    /// lose theirs.
+    probed_gateways: std::sync::Mutex<std::collections::HashSet<GatewayLabels>>,
     connections_evicted: Family<CapLabels, Counter>,
     connections_refused: Family<CapLabels, Counter>,
 }
@@ -370,6 +381,13 @@ impl Metrics {
              relist, an empty DNS listing), by source and what was decided: held until \
              confirmed, returned, or confirmed",
             Described(absences.clone()),
+        );
+        let target_healthy = Family::<GatewayLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_target_healthy",
+            "1 while every probed address of a Gateway passes its health checks, 0 while one \
+             fails; only the Lease holder probes, so only it has series",
+            Described(target_healthy.clone()),
         );
         let sync_passes = Counter::default();
         registry.register(
@@ -508,6 +526,7 @@ impl Metrics {
             source_staleness,
             secondary_serial_lag,
             secondary_lag_seconds,
+            target_healthy,
             absences,
             sync_passes,
             sync_changes,
@@ -521,6 +540,7 @@ impl Metrics {
             findings,
             namespace_findings,
             finding_namespaces: Default::default(),
+            probed_gateways: Default::default(),
             connections_evicted,
             connections_refused,
         }
@@ -670,6 +690,32 @@ impl Metrics {
         self.secondary_lag_seconds
             .get_or_create(&labels)
             .set(since_matched.as_secs_f64());
+    }
+
+    /// Sets the health of the Gateways probed, `namespace/name` → every target passes; a
+    /// Gateway no longer listed loses its series (no longer probed, or this replica lost the
+    /// Lease).
+    pub fn set_target_health<'a>(&self, gateways: impl IntoIterator<Item = (&'a str, bool)>) {
+        let mut current = std::collections::HashSet::new();
+        for (gateway, healthy) in gateways {
+            let (namespace, name) = gateway.split_once('/').unwrap_or(("", gateway));
+            let labels = GatewayLabels {
+                gateway_namespace: namespace.to_owned(),
+                gateway: name.to_owned(),
+            };
+            self.target_healthy
+                .get_or_create(&labels)
+                .set(i64::from(healthy));
+            current.insert(labels);
+        }
+        let mut known = self
+            .probed_gateways
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for gone in known.difference(&current) {
+            self.target_healthy.remove(gone);
+        }
+        *known = current;
     }
 
     /// Counts one absence seen by `source` (a watched kind, or a DNS provider) and what was

@@ -12,6 +12,7 @@ mod explain;
 mod faults;
 mod feedback;
 mod findings;
+mod health;
 mod helm;
 mod leader;
 mod lease;

@@ -1565,6 +1565,7 @@ pub(crate) fn busy_exposition() -> (String, String) {
     metrics.set_cache_objects("HTTPRoute", 3);
     metrics.set_source_staleness("HTTPRoute", std::time::Duration::from_millis(1500));
     metrics.set_secondary_lag("192.0.2.53:53", 2, std::time::Duration::from_secs(30));
+    metrics.set_target_health([("infra/blue", false), ("infra/green", true)]);
     metrics.record_sync_pass();
     metrics.add_sync_changes(ChangeAction::Update, 2);
     metrics.record_sync_error("rfc2136", SyncErrorKind::Apply);

@@ -1601,6 +1601,11 @@ async fn troubleshooting_shows_the_messages_the_webhook_really_sends() {
             doc.contains(&format!("## {}", reason.as_str())),
             "docs/troubleshooting.md has no section for {reason}"
         );
+        // Found by the Lease holder's probes, never by the webhook: its section has no
+        // admission message to compare.
+        if reason == Reason::TargetUnhealthy {
+            continue;
+        }
         let fixture = repo().join(format!(
             "tests/fixtures/admission/reviews/{}.json",
             fixture_name(reason)

@@ -19,6 +19,7 @@ mod decoders;
 mod explain;
 mod extdns;
 mod grace;
+mod health;
 mod index;
 mod l4;
 mod layers;

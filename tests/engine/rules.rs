@@ -1053,6 +1053,7 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::RouteTargetNotAllowed, Action::Deny),
         (Reason::CnameNotAllowed, Action::Warn),
         (Reason::TtlConflict, Action::Warn),
+        (Reason::TargetUnhealthy, Action::Warn),
         (Reason::HostnameOwnedByOtherNamespace, Action::Deny),
         (Reason::HostnameNotAllowedForNamespace, Action::Deny),
     ];
