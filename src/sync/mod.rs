@@ -100,9 +100,10 @@ impl SyncConfig {
             policy: Policy::Sync,
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             interval: Duration::from_secs(60),
-            // A change is usually two or three notifications (an object, then its status),
-            // so that one apply never waits for the allowance.
-            burst_passes: 4,
+            // An apply is usually two notifications (the object, then its status): applies a
+            // few hundred ms apart never wait for the allowance, and a burst's first eight
+            // passes cost a few UPDATE messages more than pacing from the start.
+            burst_passes: 8,
             pass_spacing: Duration::from_millis(200),
             dry_run: false,
             backoff_min: Duration::from_millis(500),
