@@ -5,7 +5,9 @@
 //! - apply → resolvable: from the create of an HTTPRoute (and the test Gateway controller's
 //!   `Accepted` status right after it) until BIND answers its name, p50/p99 over N applies
 //!   (default 200), one at a time. gateway-dns on its defaults (event-driven); external-dns with
-//!   `--events` and its best interval (1s: its loop wakes once a second).
+//!   `--events` and its best interval (1s: its loop wakes once a second). The DNS UPDATE
+//!   messages those applies took; then a burst of M routes (default 1,000) created at once, 16
+//!   requests in flight: the wall time until all are in BIND and the UPDATE messages it took.
 //! - at 1k and 10k routes, both with `--interval 30s`: CPU seconds (utime+stime from
 //!   /proc/PID/stat) and peak RSS (VmHWM) from spawn until every name is in BIND; then over a
 //!   steady window with nothing changing: CPU seconds per minute, requests to kube-apiserver per
@@ -15,8 +17,9 @@
 //!   messages per resync (from BIND's log: one `approved` line per signed UPDATE).
 //!
 //! Needs `GATEWAY_DNS_CONTROL_PLANE` and `GATEWAY_DNS_PEER`. Run: `cargo bench --bench peer_perf
-//! [-- --applies N --sizes 1000,10000 --window SECS --out FILE]`; scripts/benchmarks writes
-//! docs/benchmarks.md with it.
+//! [-- --applies N --burst M --sizes 1000,10000 --window SECS --out FILE]`; scripts/benchmarks
+//! writes docs/benchmarks.md with it. `GATEWAY_DNS_BENCH_BINARY=PATH` runs another build of
+//! gateway-dns (to alternate an old and a new one).
 
 #[path = "support/route_api.rs"]
 #[allow(dead_code)]
@@ -115,7 +118,7 @@ impl Bench {
         cluster.install_gateway_dns_rbac();
         extdns::install_rbac(&cluster);
         let mut setup = String::new();
-        for name in ["infra", "latency"] {
+        for name in ["infra", "latency", "burst"] {
             let _ = write!(
                 setup,
                 "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n---\n"
@@ -345,12 +348,79 @@ struct Latency {
     p50: Duration,
     p99: Duration,
     max: Duration,
+    /// UPDATE messages the single applies took.
+    updates: usize,
+    /// The burst: wall time from its first create until all its names are in DNS, and the
+    /// UPDATE messages until then.
+    burst: Duration,
+    burst_updates: usize,
 }
 
-async fn latency(bench: &Bench, tool: Tool, applies: usize) -> Latency {
+/// Creates `count` routes in namespace `burst` at once (16 requests in flight) and waits until
+/// BIND holds every name: the wall time and the UPDATE messages it took. The routes are deleted
+/// after, so that the other tool and the scale runs do not see them.
+async fn burst(
+    bench: &Bench,
+    tool: Tool,
+    bind: &Bind,
+    running: &Running,
+    count: usize,
+) -> (Duration, usize) {
+    if count == 0 {
+        return (Duration::ZERO, 0);
+    }
+    let before = updates(bind);
+    let started = Instant::now();
+    let label = tool.label();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let name = format!("burst-{label}-{i}");
+            let route = http_route("burst", &name, &format!("{name}.example.com"));
+            async move {
+                create_accepted(&bench.client, route).await;
+                Ok::<(), ()>(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+    let prefix = format!("burst-{label}-");
+    loop {
+        let names = bind
+            .axfr()
+            .iter()
+            .filter(|rr| rr.rtype == "A" && rr.name.starts_with(&prefix))
+            .count();
+        if names >= count {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "{label} published {names} of the burst's {count} names; log:\n{}",
+            running.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wall = started.elapsed();
+    // The ownership records of the last names may still be on their way.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let burst_updates = updates(bind) - before;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(bench.client.clone(), "burst", &route_api::routes_resource());
+    api.delete_collection(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    (wall, burst_updates)
+}
+
+async fn latency(bench: &Bench, tool: Tool, applies: usize, burst_size: usize) -> Latency {
     let bind = Bind::start("example.com", "");
     let running = bench.start_tool(tool, &bind, None);
     wait_first_sync(&running).await;
+    // Let the first pass's follow-ups end before counting UPDATEs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let updates_before = updates(&bind);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
@@ -380,11 +450,16 @@ async fn latency(bench: &Bench, tool: Tool, applies: usize) -> Latency {
         // each start just after a periodic run has ended, always waiting a full period.
         tokio::time::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
     }
+    let single_updates = updates(&bind) - updates_before;
+    let (burst, burst_updates) = burst(bench, tool, &bind, &running, burst_size).await;
     samples.sort();
     Latency {
         p50: percentile(&samples, 50.0),
         p99: percentile(&samples, 99.0),
         max: *samples.last().unwrap(),
+        updates: single_updates,
+        burst,
+        burst_updates,
     }
 }
 
@@ -419,7 +494,52 @@ fn published(bind: &Bind) -> usize {
     bind.axfr().iter().filter(|rr| rr.rtype == "A").count()
 }
 
+/// Where gateway-dns's time from spawn to every name in DNS went, from its log: the seconds
+/// after spawn of each milestone (the first occurrence of each message).
+fn spawn_breakdown(log: &str, spawned: f64, converged: f64) -> String {
+    let milestones = [
+        ("process logging", None),
+        ("Lease held", Some("became the leader")),
+        (
+            "every kind listed (source ready)",
+            Some("first sync complete for every served kind"),
+        ),
+        ("first plan made", Some("DNS create")),
+        ("first write done", Some("DNS changes applied")),
+    ];
+    let mut seen: Vec<Option<f64>> = vec![None; milestones.len()];
+    for line in log.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(at) = entry["timestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let at = at.as_millisecond() as f64 / 1e3 - spawned;
+        let message = entry["fields"]["message"].as_str().unwrap_or_default();
+        for (slot, (_, wanted)) in seen.iter_mut().zip(&milestones) {
+            if slot.is_none() && wanted.is_none_or(|w| message == w) {
+                *slot = Some(at);
+            }
+        }
+    }
+    let mut parts: Vec<String> = milestones
+        .iter()
+        .zip(&seen)
+        .map(|((label, _), at)| match at {
+            Some(at) => format!("{label} {at:.2} s"),
+            None => format!("{label} —"),
+        })
+        .collect();
+    parts.push(format!("every name seen in BIND {converged:.2} s"));
+    parts.join(", ")
+}
+
 struct Scale {
+    breakdown: Option<String>,
     converge: Duration,
     converge_cpu: f64,
     first_pass_updates: usize,
@@ -433,8 +553,11 @@ struct Scale {
 
 async fn scale(bench: &Bench, tool: Tool, names: usize, window: Duration) -> Scale {
     let bind = Bind::start("example.com", "");
-    let started = Instant::now();
     let running = bench.start_tool(tool, &bind, Some(STEADY_INTERVAL));
+    // From the process's spawn: what the harness does before it (gateway-dns's test
+    // certificates, which a cluster gets from a Secret) is not the tool's time.
+    let started = Instant::now();
+    let spawn_unix = extdns::unix_now();
     let pid = running.pid();
     // Every route's name, plus the zone's own name server address.
     while published(&bind) < names + 1 {
@@ -445,7 +568,7 @@ async fn scale(bench: &Bench, tool: Tool, names: usize, window: Duration) -> Sca
             published(&bind),
             running.log_tail()
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let converge = started.elapsed();
     let converge_cpu = bench.cpu_seconds(pid);
@@ -463,6 +586,14 @@ async fn scale(bench: &Bench, tool: Tool, names: usize, window: Duration) -> Sca
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let first_pass_updates = updates(&bind);
+    let breakdown = match &running {
+        Running::GatewayDns(serve) => Some(spawn_breakdown(
+            &serve.log(),
+            spawn_unix,
+            converge.as_secs_f64(),
+        )),
+        Running::ExternalDns(_) => None,
+    };
 
     // Steady state: let the initial pass and its follow-ups finish, then watch a window in
     // which nothing changes.
@@ -491,6 +622,7 @@ async fn scale(bench: &Bench, tool: Tool, names: usize, window: Duration) -> Sca
     let window_updates = updates(&bind) - updates_before;
     drop(running);
     Scale {
+        breakdown,
         converge,
         converge_cpu,
         first_pass_updates,
@@ -514,6 +646,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 struct Options {
     applies: usize,
+    burst: usize,
     sizes: Vec<usize>,
     window: Duration,
     out: Option<PathBuf>,
@@ -522,6 +655,7 @@ struct Options {
 fn options() -> Options {
     let mut options = Options {
         applies: 200,
+        burst: 1_000,
         sizes: vec![1_000, 10_000],
         window: Duration::from_secs(60),
         out: None,
@@ -531,6 +665,7 @@ fn options() -> Options {
         let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
         match arg.as_str() {
             "--applies" => options.applies = value().parse().unwrap(),
+            "--burst" => options.burst = value().parse().unwrap(),
             "--sizes" => {
                 options.sizes = value().split(',').map(|s| s.parse().unwrap()).collect();
             }
@@ -602,8 +737,8 @@ fn main() {
         let bench = Bench::start().await;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         eprintln!("apply → resolvable, {} applies each …", options.applies);
-        let ours = latency(&bench, Tool::GatewayDns, options.applies).await;
-        let theirs = latency(&bench, Tool::ExternalDns, options.applies).await;
+        let ours = latency(&bench, Tool::GatewayDns, options.applies, options.burst).await;
+        let theirs = latency(&bench, Tool::ExternalDns, options.applies, options.burst).await;
         let n = options.applies;
         row(
             format!("apply → resolvable, p50 ({n} applies)"),
@@ -619,6 +754,30 @@ fn main() {
             "ms",
             0,
         );
+        row(
+            format!("apply → resolvable: DNS UPDATE messages for the {n} applies"),
+            ours.updates as f64,
+            theirs.updates as f64,
+            "",
+            0,
+        );
+        if options.burst > 0 {
+            let b = options.burst;
+            row(
+                format!("burst of {b} applies: wall time until all names are in DNS"),
+                ours.burst.as_secs_f64(),
+                theirs.burst.as_secs_f64(),
+                "s",
+                1,
+            );
+            row(
+                format!("burst of {b} applies: DNS UPDATE messages"),
+                ours.burst_updates as f64,
+                theirs.burst_updates as f64,
+                "",
+                0,
+            );
+        }
         notes.push(format!(
             "Slowest apply: gateway-dns {:.0} ms, external-dns {:.0} ms.",
             ms(ours.max),
@@ -702,6 +861,11 @@ fn main() {
                 "{label}: resyncs in the steady window: gateway-dns {}, external-dns {}.",
                 ours.resyncs, theirs.resyncs
             ));
+            if let Some(breakdown) = &ours.breakdown {
+                notes.push(format!(
+                    "{label}: gateway-dns from spawn (its log): {breakdown}."
+                ));
+            }
         }
     });
 
@@ -738,10 +902,14 @@ fn main() {
            BIND every 5 ms until the name has an A record. One apply at a time; p50/p99 over \
            all. gateway-dns on its defaults (event-driven sync); external-dns with `--events`, \
            `--interval=1s` and `--min-event-sync-interval=1s`, its fastest setting (its loop \
-           checks once a second whether to run).\n\
+           checks once a second whether to run). UPDATE messages: `signer … approved` lines in \
+           BIND's log over the applies.\n\
+         - **burst**: the routes created at once (16 requests in flight, each with its status), \
+           from the first create until BIND's zone (read by AXFR every 20 ms) holds every name; \
+           UPDATE messages until then plus 2 s. They are deleted after.\n\
          - **spawn → all names in DNS**: routes (one hostname each, 20 namespaces, all accepted) \
-           exist before the tool starts; CPU is utime+stime from /proc/PID/stat when the zone \
-           (read by AXFR every 250 ms) holds every name; peak RSS is VmHWM then; UPDATE \
+           exist before the tool starts; wall time from the process's spawn; CPU is utime+stime from /proc/PID/stat when the zone \
+           (read by AXFR every 50 ms) holds every name; peak RSS is VmHWM then; UPDATE \
            messages (counted as below) once the tool reports its first pass complete.\n\
          - **steady state**: both with `--interval={STEADY_INTERVAL}`, nothing changing, over a \
            {window}-second window starting 5 s after convergence. Requests per minute come from \

@@ -304,15 +304,18 @@ pub struct ServeArgs {
     #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME", help_heading = LEADER_ELECTION)]
     pub lease_name: String,
     /// How long a candidate waits after last seeing the Lease renewed before taking it (whole
-    /// seconds); a dead leader is replaced this much later.
-    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_LEASE_DURATION", help_heading = LEADER_ELECTION)]
+    /// seconds); a dead leader is replaced this much later (plus up to 1.2 retry periods). A
+    /// leader that shuts down frees the Lease, so this wait is only after a crash.
+    #[arg(long, default_value = "20s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_LEASE_DURATION", help_heading = LEADER_ELECTION)]
     pub leader_election_lease_duration: std::time::Duration,
     /// The holder stops writing when it could not renew for this long; shorter than the lease
-    /// duration, so that it stops before anyone else may start.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RENEW_DEADLINE", help_heading = LEADER_ELECTION)]
+    /// duration, so that it stops before anyone else may start, and longer than 1.2 retry
+    /// periods.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RENEW_DEADLINE", help_heading = LEADER_ELECTION)]
     pub leader_election_renew_deadline: std::time::Duration,
-    /// How often the holder renews and candidates try.
-    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RETRY_PERIOD", help_heading = LEADER_ELECTION)]
+    /// How often the holder renews (one request) and candidates try (one request, spread up to
+    /// 1.2 times this).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "GATEWAY_DNS_LEADER_ELECTION_RETRY_PERIOD", help_heading = LEADER_ELECTION)]
     pub leader_election_retry_period: std::time::Duration,
 
     /// Plain-HTTP listener for /metrics and /healthz (`:PORT` listens on every address).

@@ -3,7 +3,9 @@
 //!
 //! The algorithm is client-go's: a candidate takes the Lease when it is free or when its
 //! record has not changed for `leaseDurationSeconds` of the candidate's own clock; the holder
-//! renews every `retry_period`. Safety does not depend on clocks agreeing: the holder counts
+//! renews every `retry_period`, with one write on the Lease it last wrote (client-go's fast
+//! path), reading it again only when that write conflicts. Safety does not depend on clocks
+//! agreeing: the holder counts
 //! `renew_deadline` from the moment it *sent* its last successful renewal, while a rival counts
 //! `lease_duration` from when it *saw* that renewal, which is later. With
 //! `renew_deadline < lease_duration`, the holder stops acting as leader before any rival can
@@ -42,16 +44,22 @@ pub struct LeaderConfig {
     pub retry_period: Duration,
 }
 
+/// client-go's jitter factor: a candidate waits up to this many retry periods between tries,
+/// and the renew deadline must leave room for one such wait.
+const JITTER: f64 = 1.2;
+
 impl LeaderConfig {
-    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry period.
+    /// A 20 s lease, 15 s renew deadline and 5 s retry period: the holder makes 12 requests a
+    /// minute (client-go's 15/10/2 s made 30, 60 with a read before each write), and a crashed
+    /// holder is replaced within 20–26 s instead of 15–17 s.
     pub fn new(namespace: &str, lease_name: &str, identity: &str) -> LeaderConfig {
         LeaderConfig {
             namespace: namespace.to_string(),
             lease_name: lease_name.to_string(),
             identity: identity.to_string(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: Duration::from_secs(20),
+            renew_deadline: Duration::from_secs(15),
+            retry_period: Duration::from_secs(5),
         }
     }
 
@@ -69,9 +77,10 @@ impl LeaderConfig {
         if self.renew_deadline >= self.lease_duration {
             return invalid("the renew deadline must be shorter than the lease duration");
         }
-        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+        if self.retry_period.is_zero() || self.retry_period.mul_f64(JITTER) >= self.renew_deadline {
             return invalid(
-                "the retry period must be positive and shorter than the renew deadline",
+                "the retry period must be positive and, times 1.2 (the jitter), shorter than the \
+                 renew deadline",
             );
         }
         Ok(())
@@ -154,6 +163,8 @@ struct Candidate {
     api: Api<Lease>,
     config: LeaderConfig,
     observed: Option<(Observed, Instant)>,
+    /// The Lease as our last successful write left it: the holder renews it without reading.
+    written: Option<Lease>,
 }
 
 enum Attempt {
@@ -168,7 +179,38 @@ impl Candidate {
         MicroTime(Timestamp::now())
     }
 
-    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+    /// Renews the Lease we hold with one write on the version we last wrote; None when that
+    /// version is stale (someone else wrote since), and the Lease must be read again.
+    async fn try_renew(&mut self, leading: bool) -> Result<Option<Attempt>, kube::Error> {
+        let Some(mut lease) = self.written.take().filter(|_| leading) else {
+            return Ok(None);
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(None);
+        };
+        spec.renew_time = Some(Self::now());
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.written = Some(written);
+                Ok(Some(Attempt::Held))
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                debug!("the Lease changed since our last renewal; reading it again");
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// `leading`: we hold the Lease as of our last renewal, which may then skip the read.
+    async fn try_acquire_or_renew(&mut self, leading: bool) -> Result<Attempt, kube::Error> {
+        if let Some(renewed) = self.try_renew(leading).await? {
+            return Ok(renewed);
+        }
         let name = self.config.lease_name.clone();
         let Some(mut lease) = self.api.get_opt(&name).await? else {
             let lease = Lease {
@@ -187,7 +229,10 @@ impl Candidate {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Attempt::Held),
+                Ok(written) => {
+                    self.written = Some(written);
+                    Ok(Attempt::Held)
+                }
                 Err(kube::Error::Api(status)) if status.code == 409 => {
                     Ok(Attempt::HeldByOther(None))
                 }
@@ -225,7 +270,10 @@ impl Candidate {
             .replace(&name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(Attempt::Held),
+            Ok(written) => {
+                self.written = Some(written);
+                Ok(Attempt::Held)
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(None)),
             Err(other) => Err(other),
         }
@@ -290,6 +338,7 @@ async fn run(
         api,
         config: config.clone(),
         observed: None,
+        written: None,
     };
     // While leader: the instant by which a renewal must succeed, else we step down.
     let mut step_down_at: Option<Instant> = None;
@@ -298,7 +347,10 @@ async fn run(
         // No request may outlive the renew deadline of the current term.
         let request_deadline = step_down_at.unwrap_or(attempt_start + config.renew_deadline);
         let outcome = tokio::select! {
-            outcome = tokio::time::timeout_at(request_deadline, candidate.try_acquire_or_renew()) => outcome,
+            outcome = tokio::time::timeout_at(
+                request_deadline,
+                candidate.try_acquire_or_renew(step_down_at.is_some()),
+            ) => outcome,
             _ = stop.changed() => break,
         };
         match outcome {

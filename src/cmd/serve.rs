@@ -114,6 +114,8 @@ struct Process {
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     tasks: JoinSet<Result<()>>,
+    /// Kept apart from the tasks so that a shutdown can free the Lease after they stopped.
+    election: Option<LeaderElection>,
 }
 
 /// The running source.
@@ -140,6 +142,7 @@ impl Process {
             metrics: Arc::new(Metrics::new()),
             readiness: Readiness::new(),
             tasks: JoinSet::new(),
+            election: None,
         }
     }
 
@@ -383,17 +386,24 @@ impl Process {
 
     /// Serves until Ctrl-C / SIGTERM (exit 0) or until a task ends, which is an error.
     async fn until_shutdown(mut self) -> Result<u8> {
-        tokio::select! {
+        let outcome = tokio::select! {
             () = shutdown_signal() => {
                 tracing::info!("shutting down");
                 Ok(0)
             }
             Some(result) = self.tasks.join_next() => match result {
-                Ok(Ok(())) => bail!("a serving task ended unexpectedly"),
+                Ok(Ok(())) => Err(anyhow::anyhow!("a serving task ended unexpectedly")),
                 Ok(Err(err)) => Err(err),
                 Err(err) => Err(err).context("a serving task failed"),
             },
+        };
+        // Stop writing first, then free the Lease: the next replica (a rolling update's new
+        // pod) takes it at once instead of waiting out the lease duration.
+        self.tasks.shutdown().await;
+        if let Some(election) = self.election.take() {
+            election.release().await;
         }
+        outcome
     }
 }
 
@@ -543,11 +553,11 @@ fn start_leader_election(
     let election =
         LeaderElection::spawn(client.clone(), leader_config).context("starting leader election")?;
     let leader = election.is_leader();
+    process.election = Some(election);
     let (mut holding, metrics) = (leader.clone(), process.metrics.clone());
     metrics.set_leader(*holding.borrow_and_update());
     process.tasks.spawn(async move {
-        // Keep the election alive for the life of the process, and export who holds the Lease.
-        let _election = election;
+        // Export who holds the Lease for the life of the process.
         while holding.changed().await.is_ok() {
             metrics.set_leader(*holding.borrow_and_update());
         }
@@ -675,6 +685,7 @@ pub fn write_gate(
     source: Arc<kube::KubeSource>,
 ) -> watch::Receiver<bool> {
     let (gate, open) = watch::channel(false);
+    let mut ready = source.ready();
     tokio::spawn(async move {
         // Said once per wait, so that a closed gate is never taken for a lost Lease.
         let mut said_waiting = false;
@@ -702,11 +713,19 @@ pub fn write_gate(
                     None => std::future::pending().await,
                 }
             };
+            // The source's first full sync opens the gate at once: a replica that starts
+            // alone writes as soon as it has both the Lease and the cluster's objects.
+            let source_ready = async {
+                if ready.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 alive = leadership_changed => if !alive {
                     gate.send_replace(false);
                     return;
                 },
+                () = source_ready => {}
                 () = tokio::time::sleep(GATE_POLL) => {}
                 () = gate.closed() => return,
             }

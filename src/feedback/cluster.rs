@@ -131,14 +131,16 @@ impl ClusterFeedback {
 
     /// Emits one Event (a Normal one, e.g. from the sync loop, or a finding's Warning).
     pub async fn emit(&mut self, intent: EventIntent) {
-        let Some(uid) = self.uid_of(&intent.regarding).await else {
-            return;
-        };
+        // The limit first: the uid costs a request, and a pass that wrote 10,000 records would
+        // otherwise read every route only to drop most of its Events.
         if !self.limiter.allow(&intent.regarding, Instant::now()) {
             self.rate_limited += 1;
             debug!(object = %intent.regarding, reason = %intent.reason, dropped = self.rate_limited, "event rate-limited; dropped");
             return;
         }
+        let Some(uid) = self.uid_of(&intent.regarding).await else {
+            return;
+        };
         let key = SeriesKey { uid, intent };
         let result = match self.series.occurrence(&key, Instant::now()) {
             Occurrence::Repeat { name, count } => match self.repeat(&key, &name, count).await {

@@ -1,5 +1,6 @@
 //! The sync loop: desired records (from the caller, e.g. the engine) vs what the provider holds →
-//! a plan → the provider. Event-driven (debounced) plus a periodic resync that repairs drift.
+//! a plan → the provider. Event-driven plus a periodic resync that repairs drift: the first change
+//! after a quiet period is written at once, and a burst of changes is paced into few passes.
 //!
 //! Safety rules: when the listing fails (providers fail rather than return a partial listing)
 //! nothing is written at all, so nothing is deleted; `dry_run` and a closed write gate compute
@@ -19,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use tokio::sync::{Notify, mpsc, watch};
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
 
 use crate::dns::registry::TxtRegistry;
@@ -79,8 +80,13 @@ pub struct SyncConfig {
     pub zones: Vec<String>,
     /// Periodic resync (`--interval`).
     pub interval: Duration,
-    /// Quiet time after a change notification before a pass starts.
-    pub debounce: Duration,
+    /// Passes that changes may start back to back after a quiet period, so the first change
+    /// is written at once (leading edge) rather than after a quiet time.
+    pub burst_passes: u32,
+    /// Past that allowance, changes start one pass per this long (the allowance refills at this
+    /// rate); changes that arrive meanwhile, or while a pass is in flight, go into that pass, so
+    /// a burst of changes still makes few writes.
+    pub pass_spacing: Duration,
     pub dry_run: bool,
     /// First retry delay after a provider error; doubles up to `backoff_max`.
     pub backoff_min: Duration,
@@ -94,7 +100,11 @@ impl SyncConfig {
             policy: Policy::Sync,
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             interval: Duration::from_secs(60),
-            debounce: Duration::from_millis(200),
+            // An apply is usually two notifications (the object, then its status): applies a
+            // few hundred ms apart never wait for the allowance, and a burst's first eight
+            // passes cost a few UPDATE messages more than pacing from the start.
+            burst_passes: 8,
+            pass_spacing: Duration::from_millis(200),
             dry_run: false,
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
@@ -466,18 +476,23 @@ impl Syncer {
         })
     }
 
-    /// Run until `shutdown` completes: a pass after each (debounced) notification on `changes`
-    /// and every `interval`; provider errors are retried with exponential backoff and jitter.
+    /// Run until `shutdown` completes: a pass after each notification on `changes` (at once
+    /// while the burst allowance lasts, then paced by `pass_spacing`) and every `interval`;
+    /// provider errors are retried with exponential backoff and jitter.
     ///
     /// Signal changes with `changes.notify_one()` so a notification sent while a pass runs is
     /// kept for the next one.
     pub async fn run(&self, changes: Arc<Notify>, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut pacer = Pacer::new(self.config.burst_passes, self.config.pass_spacing);
         // First pass right away.
         let mut next_pass = Instant::now();
         let mut gate = self.write_gate.clone();
+        // A change was notified and waits for the allowance.
+        let mut pending = false;
         loop {
+            let paced_start = pacer.ready_at(Instant::now());
             tokio::select! {
                 _ = &mut shutdown => return,
                 // Becoming the writer (e.g. the Lease was won): catch up at once.
@@ -486,17 +501,17 @@ impl Syncer {
                     // Periodic resync (or retry): read everything from the server.
                     self.provider.invalidate_cache();
                 }
-                _ = changes.notified(), if backoff.failures() == 0 => {
-                    // Let a burst of changes settle into one pass.
-                    tokio::select! {
-                        _ = &mut shutdown => return,
-                        _ = sleep(self.config.debounce) => {}
-                    }
-                    // Notifications that came in during the quiet time are covered by this
-                    // pass: absorb the stored permit so they do not cause a second one.
-                    let _ = changes.notified().now_or_never();
+                _ = changes.notified(), if backoff.failures() == 0 && !pending => {
+                    pending = true;
+                    continue;
                 }
+                _ = sleep_until(paced_start), if backoff.failures() == 0 && pending => {}
             }
+            pending = false;
+            // Whatever was notified up to here is read by this pass: absorb the stored permit so
+            // it does not cause a second one. Changes from now on make a new permit.
+            let _ = changes.notified().now_or_never();
+            pacer.take(Instant::now());
             match self.sync_pass().await {
                 Ok(report) => {
                     backoff.reset();
@@ -514,6 +529,54 @@ impl Syncer {
                 }
             }
         }
+    }
+}
+
+/// The burst allowance of change-driven passes: a token bucket of `burst` passes refilled one
+/// per `spacing`. Every pass takes a token (a resync costs the provider as much as a change).
+#[derive(Debug, Clone)]
+struct Pacer {
+    tokens: f64,
+    burst: f64,
+    spacing: Duration,
+    at: Instant,
+}
+
+impl Pacer {
+    fn new(burst: u32, spacing: Duration) -> Pacer {
+        let burst = f64::from(burst.max(1));
+        Pacer {
+            tokens: burst,
+            burst,
+            spacing,
+            at: Instant::now(),
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if self.spacing.is_zero() {
+            self.tokens = self.burst;
+        } else {
+            let earned =
+                now.saturating_duration_since(self.at).as_secs_f64() / self.spacing.as_secs_f64();
+            self.tokens = (self.tokens + earned).min(self.burst);
+        }
+        self.at = self.at.max(now);
+    }
+
+    /// When a change-driven pass may start: `now` while a token is left.
+    fn ready_at(&mut self, now: Instant) -> Instant {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            now
+        } else {
+            now + self.spacing.mul_f64(1.0 - self.tokens)
+        }
+    }
+
+    fn take(&mut self, now: Instant) {
+        self.refill(now);
+        self.tokens = (self.tokens - 1.0).max(0.0);
     }
 }
 
@@ -541,5 +604,48 @@ fn log_plan(plan: &Plan) {
     }
     for endpoint in &plan.changes.create {
         info!(record = %endpoint, "DNS create");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_passes_after_a_quiet_period_start_at_once_then_one_per_spacing() {
+        let spacing = Duration::from_millis(200);
+        let mut pacer = Pacer::new(2, spacing);
+        let start = pacer.at;
+        for _ in 0..2 {
+            assert_eq!(
+                pacer.ready_at(start),
+                start,
+                "within the allowance: at once"
+            );
+            pacer.take(start);
+        }
+        // Spent: the next waits one spacing, and half of one once half has passed.
+        assert_eq!(pacer.ready_at(start), start + spacing);
+        let half = start + spacing / 2;
+        assert_eq!(pacer.ready_at(half), start + spacing);
+        pacer.take(start + spacing);
+        assert_eq!(pacer.ready_at(start + spacing), start + spacing * 2);
+        // A quiet period refills the allowance, never beyond it.
+        let quiet = start + spacing * 100;
+        for _ in 0..2 {
+            assert_eq!(pacer.ready_at(quiet), quiet);
+            pacer.take(quiet);
+        }
+        assert!(pacer.ready_at(quiet) > quiet);
+    }
+
+    #[test]
+    fn no_spacing_never_holds_a_pass_back() {
+        let mut pacer = Pacer::new(1, Duration::ZERO);
+        let now = pacer.at;
+        for _ in 0..10 {
+            assert_eq!(pacer.ready_at(now), now);
+            pacer.take(now);
+        }
     }
 }

@@ -116,6 +116,12 @@ fn settings_that_could_allow_two_leaders_are_refused() {
         let mut fractional = config("a");
         fractional.lease_duration = Duration::from_millis(2500);
         assert!(LeaderElection::spawn(client.clone(), fractional).is_err());
+        // A candidate's wait (up to 1.2 retry periods, client-go's jitter) must fit in the
+        // renew deadline.
+        let mut jittered = config("a");
+        jittered.retry_period = RENEW_DEADLINE.mul_f64(0.9);
+        assert!(jittered.retry_period < jittered.renew_deadline);
+        assert!(LeaderElection::spawn(client.clone(), jittered).is_err());
         assert!(LeaderElection::spawn(client, config("a")).is_ok());
     });
 }

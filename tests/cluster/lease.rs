@@ -1,6 +1,7 @@
 //! Two `serve` processes on one Lease, writing to one real BIND through RFC 2136: only the
 //! Lease holder writes; when it is killed the other takes the Lease once it expires and takes
-//! over the records without writing them a second time.
+//! over the records without writing them a second time; when it is stopped it frees the Lease,
+//! and the next replica need not wait.
 
 use std::time::{Duration, Instant};
 
@@ -11,9 +12,9 @@ use crate::support::cluster::{ControlPlane, Serve, public_gateway};
 use crate::support::dig;
 use crate::support::objects;
 
-/// serve's Lease duration (15 s) plus its retry period (2 s, with jitter), and some slack for a
-/// busy two-core machine.
-const TAKEOVER_LIMIT: Duration = Duration::from_secs(22);
+/// serve's Lease duration (20 s) plus its retry period (5 s, with jitter up to 6 s), and some
+/// slack for a busy two-core machine.
+const TAKEOVER_LIMIT: Duration = Duration::from_secs(32);
 const LIMIT: Duration = Duration::from_secs(30);
 /// The series of the changes written, one per action.
 const WRITTEN: [&str; 3] = [
@@ -104,21 +105,33 @@ async fn leader(serve: &Serve) -> f64 {
 }
 
 fn replica(kubeconfig: &std::path::Path, bind: &Bind, identity: &str) -> Serve {
+    replica_with(kubeconfig, bind, identity, &[])
+}
+
+fn replica_with(
+    kubeconfig: &std::path::Path,
+    bind: &Bind,
+    identity: &str,
+    extra: &[&str],
+) -> Serve {
+    let server = bind.addr().to_string();
+    let mut args = vec![
+        "--provider",
+        "rfc2136",
+        "--zone",
+        "example.com",
+        "--rfc2136-server",
+        &server,
+        "--rfc2136-tsig-key-name",
+        KEY_NAME,
+        "--interval",
+        "2s",
+    ];
+    args.extend_from_slice(extra);
     Serve::start_with_env(
         kubeconfig,
         identity,
-        &[
-            "--provider",
-            "rfc2136",
-            "--zone",
-            "example.com",
-            "--rfc2136-server",
-            &bind.addr().to_string(),
-            "--rfc2136-tsig-key-name",
-            KEY_NAME,
-            "--interval",
-            "2s",
-        ],
+        &args,
         &[("GATEWAY_DNS_RFC2136_TSIG_SECRET", SECRET)],
     )
 }
@@ -205,4 +218,47 @@ async fn two_replicas_only_the_holder_writes_and_a_killed_holder_is_replaced() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!("takeover after the holder was killed: {takeover:?}");
+}
+
+/// A lease duration no test waits out: a replica that holds the Lease under it did not wait.
+const HOUR_LEASE: [&str; 6] = [
+    "--leader-election-lease-duration",
+    "3600s",
+    "--leader-election-renew-deadline",
+    "3000s",
+    "--leader-election-retry-period",
+    "1s",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_starts_alone_after_a_shutdown_writes_without_waiting_out_the_lease() {
+    let cluster = ControlPlane::start();
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let bind = Bind::start("example.com", "");
+    cluster.apply(&public_gateway(), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.apply(&route("one", "one.example.com"), &[]).ok();
+
+    let mut first = replica_with(&kubeconfig, &bind, "replica-a", &HOUR_LEASE);
+    first.wait_ready(LIMIT).await;
+    wait_holder(&cluster, "replica-a", LIMIT).await;
+    wait_bind(&bind, "one.example.com", &["203.0.113.10"]).await;
+
+    // Stopped as Kubernetes stops a pod (a rolling update): it frees the Lease on its way out.
+    let status = tokio::task::block_in_place(|| first.terminate(LIMIT));
+    assert!(
+        status.success(),
+        "serve exits cleanly on SIGTERM: {status:?}"
+    );
+    assert_eq!(holder(&cluster), "", "the Lease is freed");
+
+    // The next replica, alone and under another name, takes it and writes at once: under an
+    // hour-long lease, holding it within the test's limit means it did not wait the lease out.
+    cluster.apply(&route("two", "two.example.com"), &[]).ok();
+    let second = replica_with(&kubeconfig, &bind, "replica-b", &HOUR_LEASE);
+    second.wait_ready(LIMIT).await;
+    wait_holder(&cluster, "replica-b", LIMIT).await;
+    wait_bind(&bind, "two.example.com", &["203.0.113.10"]).await;
+    assert_eq!(leader(&second).await, 1.0, "the new holder's {LEADER}");
 }

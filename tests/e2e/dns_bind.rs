@@ -241,7 +241,7 @@ async fn bind_outage_is_retried_then_converges_with_nothing_lost() {
     let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
     let mut config = SyncConfig::new(OWNER, vec![ZONE.into()]);
     config.interval = Duration::from_secs(30);
-    config.debounce = Duration::from_millis(50);
+    config.pass_spacing = Duration::from_millis(50);
     config.backoff_min = Duration::from_millis(100);
     config.backoff_max = Duration::from_millis(800);
     let metrics = Arc::new(Metrics::new());

@@ -237,8 +237,20 @@ async fn loop_writes_only_while_the_write_gate_is_open_and_catches_up_when_it_op
         .unwrap();
 }
 
+/// The names a pass wrote, sorted, ownership records left out.
+fn written_names(changes: &Changes) -> Vec<String> {
+    let mut names: Vec<String> = changes
+        .create
+        .iter()
+        .filter(|e| e.record_type == RecordType::A)
+        .map(|e| e.dns_name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
+async fn the_first_change_is_written_at_once_and_a_burst_after_it_in_one_pass() {
     use std::time::Duration;
     let mut config = EmbeddedConfig::new(vec!["example.com".into()]);
     config.listen = "127.0.0.1:0".parse().unwrap();
@@ -246,16 +258,18 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
     let desired = Arc::new(Mutex::new(Vec::new()));
     let source = source_of(&desired);
     let mut sync_config = SyncConfig::new("gw", vec!["example.com".into()]);
-    sync_config.interval = Duration::from_secs(3600);
-    // Long enough that the whole burst (~50 ms) lands inside it even on a loaded machine.
-    sync_config.debounce = Duration::from_millis(500);
+    // The allowance covers the initial pass and one more; it refills only after an hour, so
+    // the first change can only be written at once (leading edge), and everything after it
+    // waits for the next resync.
+    sync_config.burst_passes = 2;
+    sync_config.pass_spacing = Duration::from_secs(3600);
+    sync_config.interval = Duration::from_secs(2);
     let metrics = Arc::new(Metrics::new());
-    let syncer = Arc::new(Syncer::new(
-        server.clone(),
-        source,
-        sync_config,
-        metrics.clone(),
-    ));
+    let (applied_tx, mut applied) = tokio::sync::mpsc::channel(16);
+    let syncer = Arc::new(
+        Syncer::new(server.clone(), source, sync_config, metrics.clone())
+            .with_applied_observer(applied_tx),
+    );
     let changes = Arc::new(tokio::sync::Notify::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = {
@@ -268,10 +282,32 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(metrics.sync_passes(), 1, "the initial pass");
+    let limit = Duration::from_secs(30);
+    let waited = tokio::time::Instant::now();
+    // The initial pass has ended (not only started) before the first change.
+    while metrics.last_successful_sync_seconds() <= 0.0 {
+        assert!(waited.elapsed() < limit, "no initial pass");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
-    for i in 0..10 {
+    desired
+        .lock()
+        .unwrap()
+        .push(a("burst0.example.com", "192.0.2.1"));
+    changes.notify_one();
+    let first = tokio::time::timeout(limit, applied.recv())
+        .await
+        .expect("the first change is written without waiting for the spacing")
+        .unwrap();
+    assert_eq!(written_names(&first), ["burst0.example.com"]);
+    assert_eq!(
+        metrics.sync_passes(),
+        2,
+        "the initial pass, then the change's"
+    );
+
+    // Nine more, notified one by one while no allowance is left: one pass takes them all.
+    for i in 1..10 {
         desired
             .lock()
             .unwrap()
@@ -279,8 +315,17 @@ async fn a_burst_of_change_notifications_makes_one_debounced_pass() {
         changes.notify_one();
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(metrics.sync_passes(), 2, "ten notifications, one pass");
+    let rest = tokio::time::timeout(limit, applied.recv())
+        .await
+        .expect("the burst is written by the next pass")
+        .unwrap();
+    let expected: Vec<String> = (1..10).map(|i| format!("burst{i}.example.com")).collect();
+    assert_eq!(
+        written_names(&rest),
+        expected,
+        "nine notifications, one pass"
+    );
+    assert_eq!(metrics.sync_passes(), 3);
     let addr = server.local_addr();
     assert_eq!(
         dig::query(addr, "burst9.example.com", "A", false).data("A"),

@@ -471,9 +471,11 @@ impl Serve {
             .prefix("gateway-dns-serve-")
             .tempdir()
             .unwrap();
-        let binary = env!("CARGO_BIN_EXE_gateway-dns");
+        // `GATEWAY_DNS_BENCH_BINARY` runs another build, for a benchmark comparing two.
+        let binary = std::env::var("GATEWAY_DNS_BENCH_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_gateway-dns").to_string());
         let certs = work.path().join("certs");
-        let made = Command::new(binary)
+        let made = Command::new(&binary)
             .args(["certs", "--out"])
             .arg(&certs)
             .output()
@@ -488,7 +490,7 @@ impl Serve {
         } else {
             &["--discovery-interval", "1s"]
         };
-        let child = Command::new(binary)
+        let child = Command::new(&binary)
             .arg("serve")
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -657,6 +659,27 @@ impl Serve {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, then waits for the process to exit; its exit status.
+    pub fn terminate(&mut self, limit: Duration) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let mut child = self.child.take().expect("serve is running");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "serve did not exit within {limit:?} of SIGTERM:\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
