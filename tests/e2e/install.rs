@@ -1683,7 +1683,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 9] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 10] = [
     (
         "kubectl",
         &[
@@ -1712,7 +1712,12 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 9] = [
     ),
     // The test harness's own, after `cargo test … --`.
     ("libtest", &["--nocapture"]),
-    ("curl", &["--cacert", "--data"]),
+    ("curl", &["--cacert", "--data", "--resolve"]),
+    // The side-by-side benchmark's own, after `cargo bench --bench peer_perf --`.
+    (
+        "peer_perf",
+        &["--applies", "--burst", "--sizes", "--window"],
+    ),
     (
         "helm",
         &[
