@@ -284,6 +284,18 @@ pub struct ServeArgs {
     /// Periodic resync that repairs drift.
     #[arg(long, default_value = "60s", value_parser = parse_duration, env = "GATEWAY_DNS_INTERVAL", help_heading = DNS)]
     pub interval: std::time::Duration,
+    /// Keep a view of the managed zones (every replica; not with the embedded server) and
+    /// refuse names another owner id, or no owner, holds there (HostnameOwnedInZone).
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_ZONE_VIEW", help_heading = DNS)]
+    pub zone_view: bool,
+    /// How often the zone view reads the zones (an RFC 2136 server is asked their SOA serials,
+    /// and a zone is transferred only when its serial moved).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "GATEWAY_DNS_ZONE_REFRESH_INTERVAL", help_heading = DNS)]
+    pub zone_refresh_interval: std::time::Duration,
+    /// A zone view not read whole for longer is not used: the names others hold are not
+    /// checked (fail open) until a read succeeds.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "GATEWAY_DNS_ZONE_VIEW_MAX_AGE", help_heading = DNS)]
+    pub zone_view_max_age: std::time::Duration,
     /// Compute and print the plan; write nothing.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
     pub dry_run: bool,
@@ -867,6 +879,38 @@ pub struct CheckArgs {
     /// The lowest action that makes `check` exit 1.
     #[arg(long, value_enum, default_value = "deny", env = "GATEWAY_DNS_FAIL_ON")]
     pub fail_on: FailOn,
+    /// A zone in master-file format (what `dig AXFR` prints; repeatable): names another owner
+    /// id, or no owner, holds there are refused (HostnameOwnedInZone), as serve's zone view does.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GATEWAY_DNS_ZONE_FILE",
+        value_delimiter = ','
+    )]
+    pub zone_file: Vec<PathBuf>,
+    /// With --zone-file: this installation's owner id; its names in the zone are its own.
+    #[arg(long, default_value = "default", env = "GATEWAY_DNS_TXT_OWNER_ID")]
+    pub txt_owner_id: String,
+    /// With --zone-file: the ownership records' prefix, as serve's --txt-prefix.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "GATEWAY_DNS_TXT_PREFIX",
+        conflicts_with = "txt_suffix",
+        allow_hyphen_values = true
+    )]
+    pub txt_prefix: Option<String>,
+    /// With --zone-file: the ownership records' suffix, as serve's --txt-suffix.
+    #[arg(
+        long,
+        value_name = "SUFFIX",
+        env = "GATEWAY_DNS_TXT_SUFFIX",
+        allow_hyphen_values = true
+    )]
+    pub txt_suffix: Option<String>,
+    /// With --zone-file: as serve's --txt-wildcard-replacement.
+    #[arg(long, env = "GATEWAY_DNS_TXT_WILDCARD_REPLACEMENT")]
+    pub txt_wildcard_replacement: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -18,6 +18,7 @@ use crate::engine::attach::origin_of;
 use crate::engine::grace::{AddressLoss, address_loss};
 use crate::engine::health::TargetHealth;
 use crate::engine::settle::{Outcome, settle_all};
+use crate::engine::zone::ZoneView;
 use crate::engine::{Config, Origin, RouteEntry, RouteEval, RouteId, World, evaluate_route};
 use crate::model::{Gateway, ListenerSet, Name, Namespace, Object, ObjectKey, ObjectKind, Route};
 
@@ -97,6 +98,9 @@ pub struct Snapshot {
     /// The targets failing their health checks, as the prober last set them (ARCHITECTURE.md,
     /// "Health checks"); changes only when a target crosses a threshold.
     health: Arc<TargetHealth>,
+    /// The names another owner holds in the managed zones, as the zone view last read them
+    /// (ARCHITECTURE.md, "Many clusters, one zone").
+    zone: Arc<ZoneView>,
 }
 
 /// Runs `lookup` with the `namespace/name` key built on the stack: lookups happen on every
@@ -206,6 +210,9 @@ impl World for Snapshot {
     fn target_health(&self) -> &TargetHealth {
         &self.health
     }
+    fn zone(&self) -> &ZoneView {
+        &self.zone
+    }
 }
 
 impl WhatIf for Snapshot {
@@ -237,6 +244,7 @@ impl Snapshot {
             listener_sets_by_gateway: OrdMap::new(),
             claims: OrdMap::new(),
             health: Arc::new(TargetHealth::new()),
+            zone: Arc::new(ZoneView::new()),
         }
     }
 
@@ -245,12 +253,19 @@ impl Snapshot {
         Snapshot::with_clock(cfg, system_clock()).rebuilt(objects)
     }
 
+    /// This snapshot with the names other owners hold in the zones (`check --zone-file`).
+    pub fn with_zone_view(mut self, zone: ZoneView) -> Snapshot {
+        self.zone = Arc::new(zone);
+        self
+    }
+
     /// A snapshot of `objects` alone, under this one's configuration and clock. A Gateway keeps
     /// the address history it has here, so a rebuild (a directory read again) is no address loss
     /// and does not restart a grace.
     pub fn rebuilt(&self, objects: impl IntoIterator<Item = Object>) -> Snapshot {
         let mut snap = Snapshot::with_clock(self.cfg.clone(), self.clock.clone());
         snap.health = self.health.clone();
+        snap.zone = self.zone.clone();
         let mut routes = Vec::new();
         for object in objects {
             match object {
@@ -1090,6 +1105,18 @@ impl Index {
                 return false;
             }
             s.health = Arc::new(health);
+            true
+        })
+    }
+
+    /// Replaces the names other owners hold in the zones; publishes a new snapshot (which wakes
+    /// the sync loop) only when they changed. True when they did.
+    pub fn set_zone_view(&self, zone: ZoneView) -> bool {
+        self.write_if(|s| {
+            if *s.zone == zone {
+                return false;
+            }
+            s.zone = Arc::new(zone);
             true
         })
     }

@@ -22,3 +22,4 @@ pub mod source;
 pub mod sync;
 pub mod tsig;
 pub mod webhook;
+pub mod zone_view;

@@ -10,7 +10,10 @@ use serde::Serialize;
 
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
 use crate::cli::{CheckArgs, FailOn, OutputFormat};
+use crate::dns::registry::TxtRegistry;
+use crate::dns::zone_file;
 use crate::engine::settle::settle_all;
+use crate::engine::zone::ZoneView;
 use crate::engine::{Action, ActionCounts, Config, Finding, Record};
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind};
@@ -34,7 +37,11 @@ pub fn run(args: &CheckArgs) -> u8 {
             Err(err) => return input_error(args.output, err.as_ref()),
         },
     };
-    let checked = check(Arc::new(cfg), report.objects, report.skipped, live);
+    let zone = match read_zone_files(args) {
+        Ok(zone) => zone,
+        Err(err) => return input_error(args.output, err.as_ref()),
+    };
+    let checked = check_over_zone(Arc::new(cfg), report.objects, report.skipped, live, zone);
     let text = match args.output {
         OutputFormat::Json => to_json(&checked) + "\n",
         OutputFormat::Github => to_github(&checked),
@@ -80,6 +87,27 @@ fn read_live_objects(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<Object>
     })
 }
 
+/// The names other owners hold in the `--zone-file` zones, read as serve's zone view reads a
+/// provider's listing, under the `--txt-*` flags' registry.
+fn read_zone_files(args: &CheckArgs) -> anyhow::Result<ZoneView> {
+    use anyhow::Context as _;
+    if args.zone_file.is_empty() {
+        return Ok(ZoneView::new());
+    }
+    let mut listing = Vec::new();
+    for path in &args.zone_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the zone file {}", path.display()))?;
+        let records = zone_file::parse(&text)
+            .with_context(|| format!("reading the zone file {}", path.display()))?;
+        listing.extend(records);
+    }
+    let registry = TxtRegistry::new(args.txt_owner_id.clone())
+        .with_wildcard_replacement(args.txt_wildcard_replacement.clone())
+        .with_affixes(args.txt_prefix.clone(), args.txt_suffix.clone());
+    Ok(crate::zone_view::view_of(&listing, &registry))
+}
+
 /// A finding and where its object (and field, when written down) is in the files.
 #[derive(Debug, Clone)]
 pub struct Located {
@@ -120,6 +148,17 @@ pub fn check(
     skipped: Vec<Skipped>,
     live: Option<Vec<Object>>,
 ) -> Checked {
+    check_over_zone(cfg, files, skipped, live, ZoneView::new())
+}
+
+/// [`check`], with the names other owners hold in the zones (`--zone-file`).
+pub fn check_over_zone(
+    cfg: Arc<Config>,
+    files: Vec<Loaded>,
+    skipped: Vec<Skipped>,
+    live: Option<Vec<Object>>,
+    zone: ZoneView,
+) -> Checked {
     let from_files: HashMap<String, &Loaded> = files
         .iter()
         .map(|loaded| (loaded.object.key().to_string(), loaded))
@@ -136,7 +175,8 @@ pub fn check(
         };
         world.insert(key, object);
     }
-    let outcome = settle_all(&Snapshot::from_objects(cfg, world.into_values()));
+    let outcome =
+        settle_all(&Snapshot::from_objects(cfg, world.into_values()).with_zone_view(zone));
     // A record belongs to the files when one of its routes or Gateways came from them.
     let file_gateways: HashSet<String> = files
         .iter()

@@ -495,6 +495,19 @@ async fn build_syncer(
         // written as TXT: external-dns, which writes them, applies its own encryption.
         sync_config.registry = sync_config.registry.with_encryption(None, false);
     }
+    // The embedded server's zones are this installation's own: no one else holds a name there.
+    if args.zone_view && !args.once && !matches!(args.provider, ProviderKind::Embedded) {
+        let config = crate::zone_view::ZoneViewConfig {
+            interval: args.zone_refresh_interval,
+            max_age: args.zone_view_max_age,
+        };
+        let (provider, registry) = (provider.clone(), sync_config.registry.clone());
+        let (index, metrics) = (process.index.clone(), process.metrics.clone());
+        process.tasks.spawn(async move {
+            crate::zone_view::run(provider, registry, index, metrics, config).await;
+            Ok(())
+        });
+    }
     let mut syncer = Syncer::new(
         provider,
         Arc::new(EngineDesired::new(process.index.clone())),

@@ -10,6 +10,7 @@ pub mod provider;
 pub mod registry;
 pub mod txt_crypto;
 pub(crate) mod wire;
+pub mod zone_file;
 
 use std::fmt;
 

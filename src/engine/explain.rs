@@ -164,7 +164,8 @@ pub enum ClaimResult {
     /// `--conflict-resolution exclude`: nobody keeps a contested name.
     Excluded,
     /// `--hostname-ownership namespace`: the name belongs to another namespace, which does not
-    /// share it with this route's; the claim takes no part in the settlement.
+    /// share it with this route's; or another owner holds the name in the zone (the zone
+    /// view). The claim takes no part in the settlement.
     OwnedElsewhere,
 }
 
@@ -458,10 +459,10 @@ fn claim_views<W: World>(world: &W, name: &str) -> Vec<(String, ClaimView)> {
         .enumerate()
         .map(|(i, c)| {
             let loss = settlement.losers.iter().find(|(l, _)| is(l, c));
-            let owned_elsewhere = taken.iter().find(|(t, _)| is(t, c));
+            let owned_elsewhere = taken.iter().find(|(t, _, _)| is(t, c));
             let (result, decided_by, why) = match (loss, first) {
                 _ if owned_elsewhere.is_some() => {
-                    let why = owned_elsewhere.map(|(_, m)| m.clone()).unwrap_or_default();
+                    let why = owned_elsewhere.map(|(_, _, m)| m.clone()).unwrap_or_default();
                     (ClaimResult::OwnedElsewhere, None, why)
                 }
                 (Some((_, message)), Some(winner)) => {

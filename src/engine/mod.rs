@@ -16,6 +16,7 @@ pub mod names;
 pub mod selector;
 pub mod settle;
 mod world;
+pub mod zone;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -148,6 +149,7 @@ reasons! {
     CnameNotAllowed => Warn,
     TtlConflict => Warn,
     TargetUnhealthy => Warn,
+    HostnameOwnedInZone => Deny,
 }
 
 impl fmt::Display for Reason {

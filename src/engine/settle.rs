@@ -12,6 +12,7 @@ use super::claimants::{Claimant, claimants_among, precedence, route_ref};
 use super::health::{TargetHealth, Unhealthy};
 use super::hostname_ownership;
 use super::world::{Origin, RawFinding, RouteEval, RouteId, World};
+use super::zone;
 use super::{Action, Config, ConflictResolution, Finding, Reason, concat};
 use crate::model::{Address, RecordType, Route};
 
@@ -546,8 +547,21 @@ pub fn contest<'a, W: World>(
     world: &W,
     name: &'a str,
     mut claims: Vec<Claimant<'a>>,
-) -> (Settlement<'a>, Vec<(Claimant<'a>, String)>) {
-    let taken = hostname_ownership::take_from_other_namespaces(world, name, &mut claims);
+) -> (Settlement<'a>, Vec<(Claimant<'a>, Reason, String)>) {
+    // A name another owner holds in the zone is no cluster's to settle: every claim is refused
+    // it (ARCHITECTURE.md, "Many clusters, one zone").
+    if let Some(holder) = world.zone().holder(name) {
+        let message = zone::held_message(name, holder);
+        let taken = claims
+            .drain(..)
+            .map(|c| (c, Reason::HostnameOwnedInZone, message.clone()))
+            .collect();
+        return (settle(world.config(), name, claims), taken);
+    }
+    let taken = hostname_ownership::take_from_other_namespaces(world, name, &mut claims)
+        .into_iter()
+        .map(|(c, message)| (c, Reason::HostnameOwnedByOtherNamespace, message))
+        .collect();
     (settle(world.config(), name, claims), taken)
 }
 
@@ -571,7 +585,7 @@ fn settle_claimed_name<W: World>(
         .map(|(c, message)| (Reason::HostnameConflict, c, message));
     let taken = taken
         .into_iter()
-        .map(|(c, message)| (Reason::HostnameOwnedByOtherNamespace, c, message));
+        .map(|(c, reason, message)| (reason, c, message));
     violations.extend(losers.chain(taken).map(|(reason, c, message)| {
         route_finding(
             world,
@@ -794,6 +808,22 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                     not_programmed_message(name, &claim.claim.origin),
                 ));
             }
+        }
+        // A name another owner holds in the zone is refused whatever this cluster's claims
+        // say (ARCHITECTURE.md, "Many clusters, one zone").
+        if let Some(holder) = world.zone().holder(name) {
+            let message = zone::held_message(name, holder);
+            for claim in &own {
+                out.push(route_finding(
+                    world,
+                    route,
+                    Reason::HostnameOwnedInZone,
+                    Some(name.to_owned()),
+                    claim.claim.source.field(world.config()),
+                    message.clone(),
+                ));
+            }
+            continue;
         }
         if world.config().is_shared_name(name) {
             continue;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::health::TargetHealth;
+use super::zone::ZoneView;
 use super::{Config, Reason, concat, decimal};
 use crate::model::{Address, Gateway, ListenerSet, Name, Namespace, ObjectKey, Route};
 
@@ -56,6 +57,11 @@ pub trait World {
     /// nothing probes (`check`, the webhook's what-ifs over plain worlds).
     fn target_health(&self) -> &TargetHealth {
         TargetHealth::none()
+    }
+    /// The names another owner, or no owner, holds in the managed zones (ARCHITECTURE.md,
+    /// "Many clusters, one zone"); none where no zone was read.
+    fn zone(&self) -> &ZoneView {
+        ZoneView::none()
     }
 }
 

@@ -170,6 +170,11 @@ struct SourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HolderLabels {
+    holder: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SecondaryLabels {
     secondary: String,
 }
@@ -273,6 +278,9 @@ pub struct Metrics {
     secondary_serial_lag: Family<SecondaryLabels, Gauge>,
     secondary_lag_seconds: Family<SecondaryLabels, FloatGauge>,
     target_healthy: Family<GatewayLabels, Gauge>,
+    zone_view_names: Family<HolderLabels, Gauge>,
+    zone_view_age: FloatGauge,
+    zone_view_in_use: Gauge,
     absences: Family<AbsenceLabels, Counter>,
     sync_passes: Counter,
     sync_changes: Family<ActionLabels, Counter>,
@@ -388,6 +396,27 @@ impl Metrics {
             "1 while every probed address of a Gateway passes its health checks, 0 while one \
              fails; only the Lease holder probes, so only it has series",
             Described(target_healthy.clone()),
+        );
+        let zone_view_names = Family::<HolderLabels, Gauge>::default();
+        registry.register(
+            "gateway_dns_zone_view_names",
+            "Names of the managed zones held by someone else, in this replica's zone view: by \
+             another owner id (other_owner) or by records without an ownership record (unmanaged)",
+            Described(zone_view_names.clone()),
+        );
+        let zone_view_age = FloatGauge::default();
+        registry.register_with_unit(
+            "gateway_dns_zone_view_age",
+            "Time since this replica's zone view last read every managed zone whole",
+            Unit::Seconds,
+            zone_view_age.clone(),
+        );
+        let zone_view_in_use = Gauge::default();
+        registry.register(
+            "gateway_dns_zone_view_in_use",
+            "1 while the zone view is loaded and fresh, so names held in the zone by others are \
+             refused; 0 while those checks are skipped (not loaded yet, too old, or turned off)",
+            zone_view_in_use.clone(),
         );
         let sync_passes = Counter::default();
         registry.register(
@@ -527,6 +556,9 @@ impl Metrics {
             secondary_serial_lag,
             secondary_lag_seconds,
             target_healthy,
+            zone_view_names,
+            zone_view_age,
+            zone_view_in_use,
             absences,
             sync_passes,
             sync_changes,
@@ -690,6 +722,23 @@ impl Metrics {
         self.secondary_lag_seconds
             .get_or_create(&labels)
             .set(since_matched.as_secs_f64());
+    }
+
+    /// Sets what the zone view holds: names held by another owner id and by no owner.
+    pub fn set_zone_view(&self, other_owner: usize, unmanaged: usize) {
+        for (holder, count) in [("other_owner", other_owner), ("unmanaged", unmanaged)] {
+            self.zone_view_names
+                .get_or_create(&HolderLabels {
+                    holder: holder.to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Sets the zone view's age and whether the cross-cluster checks use it.
+    pub fn set_zone_view_state(&self, age: Duration, in_use: bool) {
+        self.zone_view_age.set(age.as_secs_f64());
+        self.zone_view_in_use.set(i64::from(in_use));
     }
 
     /// Sets the health of the Gateways probed, `namespace/name` → every target passes; a

@@ -24,3 +24,4 @@ mod replicas;
 mod seed_story;
 mod serve;
 mod source;
+mod zones;

@@ -34,3 +34,4 @@ mod target_cidr;
 mod targets;
 mod ttl;
 mod unit_cases;
+mod zone;

@@ -1054,6 +1054,7 @@ fn every_reason_has_a_default_action_as_in_the_table() {
         (Reason::CnameNotAllowed, Action::Warn),
         (Reason::TtlConflict, Action::Warn),
         (Reason::TargetUnhealthy, Action::Warn),
+        (Reason::HostnameOwnedInZone, Action::Deny),
         (Reason::HostnameOwnedByOtherNamespace, Action::Deny),
         (Reason::HostnameNotAllowedForNamespace, Action::Deny),
     ];

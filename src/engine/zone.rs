@@ -1,0 +1,192 @@
+//! The managed zones as the DNS provider holds them, as the engine reads them
+//! (ARCHITECTURE.md, "Many clusters, one zone"): the names some other owner holds there. Pure
+//! data: the runtime (`crate::zone_view`) reads the provider and the ownership records, the index
+//! holds the result, and the settlement and the admission rules read it. The engine never lists
+//! a zone.
+
+use std::collections::BTreeMap;
+
+use super::concat;
+use crate::model::ObjectKind;
+
+/// Who holds one name in the zone, when it is not this installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneHolder {
+    /// The owner id of the ownership record covering the name's records; `None` when no
+    /// ownership record covers them (an unmanaged record).
+    pub owner: Option<Box<str>>,
+    /// The ownership record's resource label (`httproute/apps/b1`), when it has one.
+    pub resource: Option<Box<str>>,
+    /// The name's A, AAAA and CNAME targets, sorted.
+    pub targets: Box<[Box<str>]>,
+}
+
+impl ZoneHolder {
+    /// `owner "east"`, or `an unmanaged record`.
+    pub fn who(&self) -> String {
+        match &self.owner {
+            Some(owner) => concat(&["owner \"", owner, "\""]),
+            None => "an unmanaged record".to_owned(),
+        }
+    }
+
+    /// The resource label as a person reads it: `httproute/apps/b1` → `HTTPRoute apps/b1`.
+    pub fn resource_text(&self) -> Option<String> {
+        let resource = self.resource.as_deref()?;
+        let (kind, rest) = resource.split_once('/')?;
+        let kind = ObjectKind::ROUTES
+            .iter()
+            .map(|k| k.kind())
+            .find(|k| k.eq_ignore_ascii_case(kind))
+            .unwrap_or(kind);
+        Some(concat(&[kind, " ", rest]))
+    }
+}
+
+/// The names of the managed zones held by another owner or by no owner at all, by canonical
+/// name. Names this installation holds (any address record of the name is ours) are not in it.
+/// Empty until the provider was read: then nothing is held, and the cross-cluster rules say
+/// nothing (the checks fail open, and the runtime says so).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZoneView {
+    held: BTreeMap<Box<str>, ZoneHolder>,
+}
+
+static NONE: ZoneView = ZoneView::new();
+
+impl ZoneView {
+    pub const fn new() -> ZoneView {
+        ZoneView {
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// No zone read: what `check` without a zone file and the tests' plain worlds read.
+    pub fn none() -> &'static ZoneView {
+        &NONE
+    }
+
+    /// Records that `holder` holds `name` (canonical). A second holder of one name (another
+    /// record type) adds its targets; the first owner named stays.
+    pub fn hold(&mut self, name: &str, holder: ZoneHolder) {
+        match self.held.get_mut(name) {
+            None => {
+                self.held.insert(name.into(), holder);
+            }
+            Some(held) => {
+                let mut targets: Vec<Box<str>> = std::mem::take(&mut held.targets).into_vec();
+                targets.extend(holder.targets.into_vec());
+                targets.sort_unstable();
+                targets.dedup();
+                held.targets = targets.into_boxed_slice();
+                if held.owner.is_none() {
+                    held.owner = holder.owner;
+                    held.resource = holder.resource;
+                }
+            }
+        }
+    }
+
+    /// Who holds `name` (canonical), when someone other than this installation does.
+    pub fn holder(&self, name: &str) -> Option<&ZoneHolder> {
+        self.held.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ZoneHolder)> {
+        self.held.iter().map(|(name, holder)| (&**name, holder))
+    }
+}
+
+/// The one-line message of a claim on `name`, which `holder` holds in the zone.
+pub fn held_message(name: &str, holder: &ZoneHolder) -> String {
+    let targets: Vec<&str> = holder.targets.iter().map(|t| &**t).collect();
+    let targets = targets.join(", ");
+    let what = match holder.resource_text() {
+        Some(resource) if targets.is_empty() => resource,
+        Some(resource) => concat(&[&resource, ", ", &targets]),
+        None => targets,
+    };
+    let remedy = match &holder.owner {
+        Some(owner) => concat(&["drop the hostname, or have \"", owner, "\" release it"]),
+        None => "drop the hostname, or remove that record from the zone".to_owned(),
+    };
+    concat(&[
+        name,
+        " is published by ",
+        &holder.who(),
+        " (",
+        &what,
+        "); it can't also point at this cluster's Gateways: ",
+        &remedy,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(owner: Option<&str>, resource: Option<&str>, targets: &[&str]) -> ZoneHolder {
+        ZoneHolder {
+            owner: owner.map(Into::into),
+            resource: resource.map(Into::into),
+            targets: targets.iter().map(|t| (*t).into()).collect(),
+        }
+    }
+
+    #[test]
+    fn messages_name_the_owner_its_resource_and_targets() {
+        let east = holder(Some("east"), Some("httproute/apps/b1"), &["203.0.113.10"]);
+        assert_eq!(
+            held_message("b.example.com", &east),
+            "b.example.com is published by owner \"east\" (HTTPRoute apps/b1, 203.0.113.10); \
+             it can't also point at this cluster's Gateways: drop the hostname, or have \"east\" \
+             release it"
+        );
+        let unmanaged = holder(None, None, &["203.0.113.9"]);
+        assert_eq!(
+            held_message("c.example.com", &unmanaged),
+            "c.example.com is published by an unmanaged record (203.0.113.9); it can't also \
+             point at this cluster's Gateways: drop the hostname, or remove that record from the \
+             zone"
+        );
+        let service = holder(
+            Some("ext"),
+            Some("service/default/web"),
+            &["web.lb.example"],
+        );
+        assert_eq!(
+            service.resource_text().as_deref(),
+            Some("service default/web")
+        );
+    }
+
+    #[test]
+    fn a_second_record_of_a_name_adds_its_targets() {
+        let mut view = ZoneView::new();
+        view.hold("b.example.com", holder(None, None, &["192.0.2.1"]));
+        view.hold(
+            "b.example.com",
+            holder(
+                Some("east"),
+                Some("httproute/a/b"),
+                &["2001:db8::1", "192.0.2.1"],
+            ),
+        );
+        let held = view.holder("b.example.com").unwrap();
+        assert_eq!(held.owner.as_deref(), Some("east"));
+        assert_eq!(
+            &*held.targets,
+            &["192.0.2.1".into(), "2001:db8::1".into()][..]
+        );
+        assert_eq!(view.len(), 1);
+        assert!(ZoneView::none().holder("b.example.com").is_none());
+    }
+}

@@ -1,0 +1,185 @@
+//! The zone view (ARCHITECTURE.md, "Many clusters, one zone"): every replica reads the managed
+//! zones from the provider it writes through, and tells the index which names another owner
+//! holds there, or no owner at all, so that the webhook refuses them at `kubectl apply` and the
+//! engine reports them as findings. The zones are the state every cluster already shares: their
+//! ownership records say who holds each name.
+//!
+//! [`view_of`] is pure (a listing and the ownership registry in, the engine's
+//! [`ZoneView`] out); [`run`] reads the provider on an interval. An RFC 2136 provider first
+//! asks each zone's SOA and transfers only a zone whose serial moved, so the interval polls
+//! serials. Until the view is first read, and while it is older than its bound, the index holds
+//! an empty view: the cross-cluster checks are skipped (they fail open, as the webhook's
+//! `failurePolicy: Ignore` does), and the log and `gateway_dns_zone_view_in_use` say so.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::dns::registry::{OwnershipIndex, TxtRegistry};
+use crate::dns::{Endpoint, Provider};
+use crate::engine::zone::{ZoneHolder, ZoneView};
+use crate::index::Index;
+use crate::metrics::Metrics;
+use crate::model::RecordType;
+
+/// How the zone view reads the provider.
+#[derive(Clone, Debug)]
+pub struct ZoneViewConfig {
+    /// Time between reads (`--zone-refresh-interval`).
+    pub interval: Duration,
+    /// A view not read whole for longer is not used (`--zone-view-max-age`).
+    pub max_age: Duration,
+}
+
+/// The names of `listing` (every record of the managed zones) held by another owner id or by no
+/// owner, under `registry`'s rules. A name with any A, AAAA or CNAME record of ours is ours
+/// (any other record there is the sync loop's to report), and TXT records hold no name.
+pub fn view_of(listing: &[Endpoint], registry: &TxtRegistry) -> ZoneView {
+    let index = OwnershipIndex::from_records(listing, registry);
+    let addresses = || {
+        listing.iter().filter(|record| {
+            matches!(
+                record.record_type,
+                RecordType::A | RecordType::AAAA | RecordType::CNAME
+            )
+        })
+    };
+    let ours: BTreeSet<&str> = addresses()
+        .filter(|record| {
+            index
+                .owner_of(&record.dns_name, record.record_type)
+                .is_some_and(|owner| owner.owner == registry.owner_id)
+        })
+        .map(|record| record.dns_name.as_str())
+        .collect();
+    let mut view = ZoneView::new();
+    for record in addresses().filter(|record| !ours.contains(record.dns_name.as_str())) {
+        let owner = index.owner_of(&record.dns_name, record.record_type);
+        view.hold(
+            &record.dns_name,
+            ZoneHolder {
+                owner: owner.map(|o| o.owner.into()),
+                resource: owner.and_then(|o| o.resource).map(Into::into),
+                targets: record.targets.iter().map(|t| t.as_str().into()).collect(),
+            },
+        );
+    }
+    view
+}
+
+/// Names held by another owner id, and by no owner.
+fn counts(view: &ZoneView) -> (usize, usize) {
+    view.iter().fold((0, 0), |(owned, unmanaged), (_, holder)| {
+        match holder.owner {
+            Some(_) => (owned + 1, unmanaged),
+            None => (owned, unmanaged + 1),
+        }
+    })
+}
+
+/// Reads the provider every interval and sets the view on the index, for the life of the
+/// process. A failed read keeps the last view until it is older than the bound; then the index
+/// gets an empty one until a read succeeds.
+pub async fn run(
+    provider: Arc<dyn Provider>,
+    registry: TxtRegistry,
+    index: Index,
+    metrics: Arc<Metrics>,
+    config: ZoneViewConfig,
+) {
+    let started = Instant::now();
+    let mut last_read: Option<Instant> = None;
+    let mut in_use = false;
+    let mut tick = tokio::time::interval(config.interval.max(Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    metrics.set_zone_view_state(Duration::ZERO, false);
+    loop {
+        tick.tick().await;
+        match provider.records().await {
+            Ok(listing) => {
+                let registry = registry.clone();
+                let Ok(view) =
+                    tokio::task::spawn_blocking(move || view_of(&listing, &registry)).await
+                else {
+                    continue;
+                };
+                let (owned, unmanaged) = counts(&view);
+                metrics.set_zone_view(owned, unmanaged);
+                index.set_zone_view(view);
+                last_read = Some(Instant::now());
+                if !in_use {
+                    tracing::info!(
+                        other_owners = owned,
+                        unmanaged,
+                        "zone view read: names held in the zones by others are refused"
+                    );
+                    in_use = true;
+                }
+            }
+            Err(error) => {
+                let age = last_read.unwrap_or(started).elapsed();
+                tracing::warn!(
+                    %error,
+                    age_seconds = age.as_secs(),
+                    "reading the zone view failed; the last one is kept until it is older than --zone-view-max-age"
+                );
+                if age > config.max_age && (in_use || last_read.is_none()) {
+                    index.set_zone_view(ZoneView::new());
+                    if in_use {
+                        tracing::warn!(
+                            max_age_seconds = config.max_age.as_secs(),
+                            "zone view too old: names held in the zones by others are not \
+                             checked until it is read again (the sync loop still never writes \
+                             over them)"
+                        );
+                    }
+                    in_use = false;
+                }
+            }
+        }
+        let age = last_read.map_or(started.elapsed(), |at| at.elapsed());
+        metrics.set_zone_view_state(age, in_use);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dns::registry::ownership_value;
+
+    fn a(name: &str, target: &str) -> Endpoint {
+        Endpoint::new(name, RecordType::A, [target])
+    }
+
+    fn txt(name: &str, value: String) -> Endpoint {
+        Endpoint::new(name, RecordType::TXT, [value])
+    }
+
+    #[test]
+    fn other_owners_and_unmanaged_names_are_held_ours_are_not() {
+        let registry = TxtRegistry::new("west");
+        let listing = vec![
+            a("b.example.com", "203.0.113.10"),
+            txt(
+                "a-b.example.com",
+                ownership_value("east", Some("httproute/apps/b1")),
+            ),
+            a("mine.example.com", "192.0.2.1"),
+            txt("a-mine.example.com", ownership_value("west", None)),
+            a("legacy.example.com", "198.51.100.7"),
+            txt("note.example.com", "v=spf1 -all".to_owned()),
+        ];
+        let view = view_of(&listing, &registry);
+        let east = view.holder("b.example.com").unwrap();
+        assert_eq!(east.owner.as_deref(), Some("east"));
+        assert_eq!(east.resource.as_deref(), Some("httproute/apps/b1"));
+        assert_eq!(&*east.targets, &["203.0.113.10".into()][..]);
+        let unmanaged = view.holder("legacy.example.com").unwrap();
+        assert_eq!(unmanaged.owner, None);
+        assert!(view.holder("mine.example.com").is_none());
+        assert!(view.holder("note.example.com").is_none());
+        assert_eq!(counts(&view), (1, 1));
+    }
+}

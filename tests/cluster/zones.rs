@@ -1,0 +1,261 @@
+//! Many clusters, one zone (ARCHITECTURE.md, "Many clusters, one zone"), on real parts: two
+//! real control planes (`east` and `west`), each with its own `serve` and owner id, writing one
+//! BIND zone. A name one cluster publishes is refused at the other's `kubectl apply`, naming the
+//! owner; so is a record nobody owns; a free name is published by whoever asks first; and
+//! `check --zone-file` over `dig AXFR`'s dump gives the webhook's answer offline.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::bind::{Bind, KEY_NAME, SECRET};
+use crate::support::cluster::{ControlPlane, Serve};
+use crate::support::net::require_binary;
+
+const EAST: &str = "203.0.113.10";
+const WEST: &str = "198.51.100.20";
+/// A record in the zone that no ownership record covers.
+const UNMANAGED: &str = "legacy.example.com. IN A 198.51.100.1";
+
+fn objects(address_note: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: Namespace
+metadata: {{name: infra}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: apps}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: infra, annotations: {{note: {address_note}}}}}
+spec:
+  gatewayClassName: example
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80, allowedRoutes: {{namespaces: {{from: All}}}}}}
+"
+    )
+}
+
+fn route(name: &str, hostname: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: apps}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  hostnames: [{hostname}]
+"
+    )
+}
+
+/// One cluster with its gateway-dns writing to `bind` as `owner`, its webhook registered.
+async fn cluster(bind: &Bind, owner: &str, address: &str) -> (ControlPlane, Serve) {
+    let cluster = tokio::task::block_in_place(|| {
+        let cluster = ControlPlane::start();
+        cluster.install_gateway_dns_rbac();
+        cluster.apply(&objects(owner), &[]).ok();
+        cluster.gateway_address("infra/gw", &[address]);
+        cluster
+    });
+    let identity = tokio::task::block_in_place(|| {
+        cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
+    });
+    let mut args = bind.serve_args();
+    args.extend(
+        [
+            "--txt-owner-id",
+            owner,
+            "--zone-refresh-interval",
+            "1s",
+            "--interval",
+            "5s",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = Serve::start_with_env(&identity, owner, &args, &bind.serve_env());
+    serve.wait_ready(Duration::from_secs(60)).await;
+    tokio::task::block_in_place(|| {
+        cluster.register_webhook(&serve.url(), &serve.ca_file());
+        cluster.wait_webhook_active("apps");
+    });
+    (cluster, serve)
+}
+
+/// The A data BIND has for `name`, by zone transfer.
+fn in_zone(bind: &Bind, name: &str) -> Vec<String> {
+    let mut data: Vec<String> = bind
+        .axfr()
+        .into_iter()
+        .filter(|rr| rr.rtype == "A" && rr.name.trim_end_matches('.') == name)
+        .map(|rr| rr.data)
+        .collect();
+    data.sort();
+    data
+}
+
+async fn wait_in_zone(bind: &Bind, name: &str, expected: &[&str], serve: &Serve) {
+    let start = Instant::now();
+    loop {
+        let data = tokio::task::block_in_place(|| in_zone(bind, name));
+        if data == expected {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{name}: wanted {expected:?} in the zone, it has {data:?}; serve's log ends with:\n{}",
+            serve.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `serve`'s zone view holds at least `owned` names of other owners.
+async fn wait_view(serve: &Serve, owned: f64) {
+    let series = "gateway_dns_zone_view_names{holder=\"other_owner\"}";
+    let start = Instant::now();
+    while serve.metric(series).await.unwrap_or(0.0) < owned {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the zone view holds no {owned} names of other owners; log:\n{}",
+            serve.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The webhook's denial line as kubectl prints it, from `denied the request: ` on.
+fn denial(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find_map(|line| line.split_once("denied the request: ").map(|(_, d)| d))
+        .unwrap_or_default()
+}
+
+/// `dig AXFR` of the zone, as an operator dumps it for a pipeline.
+fn dig_axfr(bind: &Bind) -> String {
+    let output = Command::new(require_binary("dig", "bind9-dnsutils"))
+        .arg("@127.0.0.1")
+        .args(["-p", &bind.port.to_string()])
+        .args(["-y", &format!("{}:{KEY_NAME}:{SECRET}", bind.algorithm)])
+        .arg(&bind.zone)
+        .arg("AXFR")
+        .output()
+        .expect("run dig");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_another_cluster_publishes_is_refused_at_kubectl_apply() {
+    let bind = Bind::start("example.com", UNMANAGED);
+    let (east, east_serve) = cluster(&bind, "east", EAST).await;
+    let (west, west_serve) = cluster(&bind, "west", WEST).await;
+
+    // East publishes b.example.com; west's zone view reads it.
+    tokio::task::block_in_place(|| east.apply(&route("b1", "b.example.com"), &[]).ok());
+    wait_in_zone(&bind, "b.example.com", &[EAST], &east_serve).await;
+    wait_view(&west_serve, 1.0).await;
+
+    // West's kubectl apply of the same name is denied, naming east, its route and target; a
+    // server-side dry run gives the same answer, and nothing is stored.
+    let expected = "HostnameOwnedInZone: b.example.com is published by owner \"east\" \
+                    (HTTPRoute apps/b1, 203.0.113.10); it can't also point at this cluster's \
+                    Gateways: drop the hostname, or have \"east\" release it";
+    let b2 = route("b1", "b.example.com");
+    for extra in [&["--dry-run=server"][..], &[]] {
+        let denied = tokio::task::block_in_place(|| west.apply(&b2, extra));
+        assert!(!denied.success, "{denied:?}");
+        assert_eq!(denial(&denied.stderr), expected, "{denied:?}");
+    }
+    // docs/troubleshooting.md shows this very line.
+    let doc = std::fs::read_to_string(
+        crate::support::cluster::repo_root().join("docs/troubleshooting.md"),
+    )
+    .unwrap();
+    assert!(doc.contains(&format!("denied the request: {expected}")));
+    let stored = tokio::task::block_in_place(|| {
+        west.kubectl(&["get", "httproutes", "-n", "apps", "-o", "name"])
+            .ok()
+    });
+    assert!(!stored.contains("b1"), "{stored}");
+
+    // A record nobody owns is refused too.
+    let legacy =
+        tokio::task::block_in_place(|| west.apply(&route("legacy", "legacy.example.com"), &[]));
+    assert!(!legacy.success, "{legacy:?}");
+    assert!(
+        denial(&legacy.stderr).contains("published by an unmanaged record (198.51.100.1)"),
+        "{legacy:?}"
+    );
+
+    // A free name is west's to publish, and then east is refused it, naming west.
+    tokio::task::block_in_place(|| west.apply(&route("w1", "w.example.com"), &[]).ok());
+    wait_in_zone(&bind, "w.example.com", &[WEST], &west_serve).await;
+    wait_view(&east_serve, 1.0).await;
+    let denied = tokio::task::block_in_place(|| east.apply(&route("w2", "w.example.com"), &[]));
+    assert!(
+        denial(&denied.stderr).starts_with(
+            "HostnameOwnedInZone: w.example.com is published by owner \"west\" (HTTPRoute apps/w1, 198.51.100.20)"
+        ),
+        "{denied:?}"
+    );
+    // Neither cluster touched the other's name or the unmanaged record.
+    assert_eq!(
+        tokio::task::block_in_place(|| in_zone(&bind, "b.example.com")),
+        [EAST]
+    );
+    assert_eq!(
+        tokio::task::block_in_place(|| in_zone(&bind, "legacy.example.com")),
+        ["198.51.100.1"]
+    );
+
+    // Offline: `check --zone-file` over dig's dump and west's objects (read with
+    // --kubeconfig), for the refused route's file, says what west's webhook said.
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("example.com.zone");
+    std::fs::write(&dump, tokio::task::block_in_place(|| dig_axfr(&bind))).unwrap();
+    let manifest = dir.path().join("route.yaml");
+    std::fs::write(&manifest, &b2).unwrap();
+    let checked = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args([
+            "check",
+            "--output",
+            "json",
+            "--txt-owner-id",
+            "west",
+            "--zone-file",
+        ])
+        .arg(&dump)
+        .arg("--kubeconfig")
+        .arg(west.kubeconfig())
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(1), "{stdout}{checked:?}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let messages: Vec<String> = json["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            format!(
+                "{}: {}",
+                v["reason"].as_str().unwrap(),
+                v["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(messages, [expected], "{stdout}");
+    // Without the zone, check knows nothing of east: the name looks free.
+    let blind = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["check", "--kubeconfig"])
+        .arg(west.kubeconfig())
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    assert_eq!(blind.status.code(), Some(0), "{blind:?}");
+}
