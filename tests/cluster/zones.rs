@@ -259,3 +259,137 @@ async fn a_name_another_cluster_publishes_is_refused_at_kubectl_apply() {
         .unwrap();
     assert_eq!(blind.status.code(), Some(0), "{blind:?}");
 }
+
+/// The zone's owners of `name`: the owner ids in its A record's ownership TXT.
+fn owners_in_zone(records: &[crate::support::dig::Rr], name: &str) -> Vec<String> {
+    let txt = format!("a-{name}");
+    let mut owners: Vec<String> = records
+        .iter()
+        .filter(|rr| rr.rtype == "TXT" && rr.name == txt)
+        .filter_map(|rr| {
+            let value = rr.data.trim_matches('"');
+            value
+                .split(',')
+                .find_map(|label| label.strip_prefix("external-dns/owner="))
+                .map(str::to_owned)
+        })
+        .collect();
+    owners.sort();
+    owners
+}
+
+/// What the zone says of each of `names`: (owners, A data).
+fn claims_in_zone(bind: &Bind, names: &[String]) -> Vec<(Vec<String>, Vec<String>)> {
+    let records = bind.axfr();
+    names
+        .iter()
+        .map(|name| {
+            let mut data: Vec<String> = records
+                .iter()
+                .filter(|rr| rr.rtype == "A" && rr.name.trim_end_matches('.') == name)
+                .map(|rr| rr.data.clone())
+                .collect();
+            data.sort();
+            (owners_in_zone(&records, name), data)
+        })
+        .collect()
+}
+
+/// Both clusters create the same new names at the same moment, 50 of them in 5 rounds: each
+/// name ends with exactly one owner and that owner's target alone (never a mixed RRset), the
+/// loser's route is refused the name (`HostnameOwnedInZone`), and nothing moves afterwards.
+/// An RFC 2136 create carries the prerequisite "RRset does not exist" for the record and its
+/// ownership record, so BIND takes exactly one of two racing creates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clusters_racing_for_new_names_end_with_one_owner_each() {
+    let bind = Bind::start("example.com", "");
+    let (east, east_serve) = cluster(&bind, "east", EAST).await;
+    let (west, west_serve) = cluster(&bind, "west", WEST).await;
+    let mut all: Vec<String> = Vec::new();
+    for round in 0..5 {
+        let names: Vec<String> = (0..10)
+            .map(|i| format!("race-{round}-{i}.example.com"))
+            .collect();
+        let manifest: String = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("---\n{}", route(&format!("race-{round}-{i}"), name)))
+            .collect();
+        // Both applies at once, from two threads.
+        let (east_run, west_run) = tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                let e = scope.spawn(|| east.apply(&manifest, &[]));
+                let w = scope.spawn(|| west.apply(&manifest, &[]));
+                (e.join().unwrap(), w.join().unwrap())
+            })
+        });
+        // The webhooks admit each name at least once (a view that already saw the other's
+        // write refuses it, which is the point): nothing else may fail.
+        for run in [&east_run, &west_run] {
+            for line in run.stderr.lines() {
+                assert!(line.contains("HostnameOwnedInZone"), "{run:?}");
+            }
+        }
+        let start = Instant::now();
+        loop {
+            let claims = tokio::task::block_in_place(|| claims_in_zone(&bind, &names));
+            for ((owners, data), name) in claims.iter().zip(&names) {
+                // Never a mixed RRset, never two owners, at any sample.
+                assert!(owners.len() <= 1, "{name}: owners {owners:?}");
+                assert!(data.len() <= 1, "{name}: mixed RRset {data:?}");
+            }
+            if claims
+                .iter()
+                .all(|(owners, data)| owners.len() == 1 && data.len() == 1)
+            {
+                for ((owners, data), name) in claims.iter().zip(&names) {
+                    let target = if owners[0] == "east" { EAST } else { WEST };
+                    assert_eq!(data, &[target], "{name} is {owners:?}'s");
+                }
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "round {round} did not settle: {claims:?}\neast:\n{}\nwest:\n{}",
+                east_serve.log_tail(),
+                west_serve.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        all.extend(names);
+    }
+    let settled = tokio::task::block_in_place(|| claims_in_zone(&bind, &all));
+    let east_won = settled
+        .iter()
+        .filter(|(owners, _)| owners[0] == "east")
+        .count();
+    // The losers see the names in their zone views; their routes are refused them.
+    wait_view(&east_serve, (all.len() - east_won) as f64).await;
+    wait_view(&west_serve, east_won as f64).await;
+    let held = "gateway_dns_findings{reason=\"HostnameOwnedInZone\"}";
+    for (serve, lost) in [(&east_serve, all.len() - east_won), (&west_serve, east_won)] {
+        let start = Instant::now();
+        while serve.metric(held).await.unwrap_or(0.0) < lost as f64 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{held} below {lost}:\n{}",
+                serve.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Nothing moves afterwards: several resyncs (--interval 5s) later the zone is the same.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        tokio::task::block_in_place(|| claims_in_zone(&bind, &all)),
+        settled
+    );
+    let races_lost = [&east_serve, &west_serve]
+        .iter()
+        .map(|s| s.log().matches("YXRRSET").count())
+        .sum::<usize>();
+    println!(
+        "50 names: east won {east_won}, west {}; creates refused by BIND's prerequisite: {races_lost}",
+        all.len() - east_won
+    );
+}
