@@ -19,6 +19,7 @@ use crate::engine::explain::{
     ClaimView, ExplainedFinding, NameExplanation, ParentView, RouteExplanation, explain_name,
     explain_route, parse_name,
 };
+use crate::engine::zone::ZoneView;
 use crate::engine::{Outcome, Record};
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind, RecordType};
@@ -122,7 +123,16 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
         };
         world.insert(key, object);
     }
-    let snapshot = Snapshot::from_objects(cfg, world.into_values());
+    // The provider is listed first: the zone view it gives decides the claims on names other
+    // owners hold, as serve's does.
+    let listing = runtime.block_on(list_provider(args))?;
+    let zone = match &listing {
+        Listing::Listed { listed, .. } => {
+            crate::zone_view::view_of(listed, &super::provider::registry(&args.provider_flags)?)
+        }
+        Listing::Not(_) => ZoneView::new(),
+    };
+    let snapshot = Snapshot::from_objects(cfg, world.into_values()).with_zone_view(zone);
     let explained = match target {
         Target::Name(name) => Explained::Name(explain_name(&snapshot, &name)),
         Target::Route {
@@ -131,7 +141,7 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
             name,
         } => Explained::Route(explain_route(&snapshot, kind, &namespace, &name)?),
     };
-    let provider = runtime.block_on(consult_provider(args, &explained))?;
+    let provider = held(args, listing, &explained)?;
     let code = if explained.fine() {
         EXIT_OK
     } else {
@@ -222,12 +232,23 @@ pub struct HeldRecord {
     pub resource: Option<String>,
 }
 
-async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<Held> {
+/// The provider's records, or why it was not listed.
+enum Listing {
+    Listed {
+        provider: &'static str,
+        zones: Vec<String>,
+        listed: Vec<Endpoint>,
+    },
+    Not(Held),
+}
+
+/// Lists the provider `--provider` names, in every zone.
+async fn list_provider(args: &ExplainArgs) -> Result<Listing> {
     let Some(kind) = args.provider else {
-        return Ok(Held {
+        return Ok(Listing::Not(Held {
             note: Some("not consulted: no --provider given".to_owned()),
             ..Held::default()
-        });
+        }));
     };
     let provider_name = match kind {
         ProviderKind::Embedded => "embedded",
@@ -237,13 +258,13 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
         ProviderKind::Dnsendpoint => "dnsendpoint",
     };
     if kind == ProviderKind::Embedded {
-        return Ok(Held {
+        return Ok(Listing::Not(Held {
             provider: Some(provider_name),
             note: Some(
                 "not consulted: the embedded DNS server's records live in its serve process; ask it with dig @ADDRESS -p PORT NAME".to_owned(),
             ),
             ..Held::default()
-        });
+        }));
     }
     let zones = super::provider::zones(&args.provider_flags);
     if zones.is_empty() {
@@ -256,6 +277,30 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
         &zones,
     )
     .await?;
+    let listed = provider.records().await.with_context(|| {
+        format!(
+            "listing the records of {} ({provider_name})",
+            zones.join(", ")
+        )
+    })?;
+    Ok(Listing::Listed {
+        provider: provider_name,
+        zones,
+        listed,
+    })
+}
+
+/// What the provider holds for the names explained, and whether the records of this owner id
+/// are the ones the sync loop would write.
+fn held(args: &ExplainArgs, listing: Listing, explained: &Explained) -> Result<Held> {
+    let (provider_name, zones, listed) = match listing {
+        Listing::Not(held) => return Ok(held),
+        Listing::Listed {
+            provider,
+            zones,
+            listed,
+        } => (provider, zones, listed),
+    };
     let (names, wanted) = explained.names_and_records();
     let outside: Vec<&str> = names
         .iter()
@@ -266,14 +311,8 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
                 .any(|zone| in_zone(name.trim_start_matches("*."), zone))
         })
         .collect();
-    let listed = provider.records().await.with_context(|| {
-        format!(
-            "listing the records of {} ({provider_name})",
-            zones.join(", ")
-        )
-    })?;
-    let owners =
-        OwnershipIndex::from_records(&listed, &super::provider::registry(&args.provider_flags)?);
+    let registry = super::provider::registry(&args.provider_flags)?;
+    let owners = OwnershipIndex::from_records(&listed, &registry);
     let held: Vec<&Endpoint> = listed
         .iter()
         .filter(|e| names.contains(&e.dns_name))
@@ -288,9 +327,17 @@ async fn consult_provider(args: &ExplainArgs, explained: &Explained) -> Result<H
         records: wanted,
         violations: Vec::new(),
     });
-    let in_sync = wanted.len() == held.len()
+    // Records another owner holds, or nobody, are not ours to write (the zone view refuses the
+    // claims on them): only ours count for being in sync.
+    let ours = |h: &&&Endpoint| {
+        owners
+            .owner_of(&h.dns_name, h.record_type)
+            .is_some_and(|o| o.owner == registry.owner_id)
+    };
+    let comparable: Vec<&&Endpoint> = held.iter().filter(ours).collect();
+    let in_sync = wanted.len() == comparable.len()
         && wanted.iter().all(|w| {
-            held.iter().any(|h| {
+            comparable.iter().any(|h| {
                 h.key() == w.key()
                     && h.targets == w.targets
                     && w.ttl.is_none_or(|ttl| h.ttl.unwrap_or(DEFAULT_TTL) == ttl)

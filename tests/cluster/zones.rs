@@ -250,6 +250,34 @@ async fn a_name_another_cluster_publishes_is_refused_at_kubectl_apply() {
         })
         .collect();
     assert_eq!(messages, [expected], "{stdout}");
+    // explain, from west with the refused route's file, lists the zone: the claim is owned
+    // elsewhere, east holds the record, and west's records are in sync (it wants none there).
+    let mut explain: Vec<String> = ["explain", "--output", "json", "--kubeconfig"]
+        .map(String::from)
+        .to_vec();
+    explain.push(west.kubeconfig().display().to_string());
+    explain.extend(["--manifests".to_owned(), manifest.display().to_string()]);
+    explain.extend(bind.serve_args());
+    explain.extend(["--txt-owner-id", "west", "b.example.com"].map(String::from));
+    let explained = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(&explain)
+        .envs(bind.serve_env())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    let json: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("{explained:?}"));
+    assert_eq!(
+        json["routes"][0]["claims"][0]["result"], "ownedElsewhere",
+        "{json:#}"
+    );
+    let record = &json["provider"]["records"][0];
+    assert_eq!(
+        (record["owner"].as_str(), record["resource"].as_str()),
+        (Some("east"), Some("httproute/apps/b1")),
+        "{json:#}"
+    );
+    assert_eq!(json["provider"]["inSync"], true, "{json:#}");
     // Without the zone, check knows nothing of east: the name looks free.
     let blind = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
         .args(["check", "--kubeconfig"])
