@@ -296,6 +296,11 @@ pub struct ServeArgs {
     /// checked (fail open) until a read succeeds.
     #[arg(long, default_value = "5m", value_parser = parse_duration, env = "GATEWAY_DNS_ZONE_VIEW_MAX_AGE", help_heading = DNS)]
     pub zone_view_max_age: std::time::Duration,
+    /// Take NOTIFY (UDP) from the RFC 2136 server on this address, and read a zone as soon as
+    /// the server says it changed (BIND: also-notify { ADDRESS port PORT; };). Only NOTIFY
+    /// from the server's own address is taken.
+    #[arg(long, value_name = "ADDR:PORT", env = "GATEWAY_DNS_ZONE_NOTIFY_LISTEN", help_heading = DNS)]
+    pub zone_notify_listen: Option<std::net::SocketAddr>,
     /// Compute and print the plan; write nothing.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
     pub dry_run: bool,

@@ -43,26 +43,7 @@ pub async fn reader_writer(
             bail!("the embedded DNS server runs inside gateway-dns serve; it has no client")
         }
         ProviderKind::Rfc2136 => {
-            let server: rfc2136::ServerAddress = match (&flags.rfc2136_server, &flags.rfc2136_host)
-            {
-                (Some(server), _) => server
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
-                // external-dns's pair of flags, checked as one address.
-                (None, Some(host)) => {
-                    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
-                    let port = flags.rfc2136_port.unwrap_or(53);
-                    let joined = if host.contains(':') {
-                        format!("[{host}]:{port}")
-                    } else {
-                        format!("{host}:{port}")
-                    };
-                    joined
-                        .parse()
-                        .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
-                }
-                (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
-            };
+            let server = rfc2136_server(flags)?;
             let tsig = match &flags.rfc2136_tsig_key_name {
                 None => None,
                 Some(name) => {
@@ -114,6 +95,30 @@ pub async fn reader_writer(
                 zones.to_vec(),
             )?)
         }
+    })
+}
+
+/// The RFC 2136 server `--rfc2136-server` (or external-dns's `--rfc2136-host` and
+/// `--rfc2136-port`) names.
+pub fn rfc2136_server(flags: &ProviderArgs) -> Result<rfc2136::ServerAddress> {
+    Ok(match (&flags.rfc2136_server, &flags.rfc2136_host) {
+        (Some(server), _) => server
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--rfc2136-server: {e}"))?,
+        // external-dns's pair of flags, checked as one address.
+        (None, Some(host)) => {
+            let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+            let port = flags.rfc2136_port.unwrap_or(53);
+            let joined = if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            joined
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--rfc2136-host: {e}"))?
+        }
+        (None, None) => bail!("--provider rfc2136 needs --rfc2136-server HOST:PORT"),
     })
 }
 

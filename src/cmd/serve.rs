@@ -501,12 +501,18 @@ async fn build_syncer(
             interval: args.zone_refresh_interval,
             max_age: args.zone_view_max_age,
         };
+        let wake = Arc::new(Notify::new());
+        if let Some(listen) = args.zone_notify_listen {
+            spawn_zone_notify(args, listen, &zones, wake.clone(), process).await?;
+        }
         let (provider, registry) = (provider.clone(), sync_config.registry.clone());
         let (index, metrics) = (process.index.clone(), process.metrics.clone());
         process.tasks.spawn(async move {
-            crate::zone_view::run(provider, registry, index, metrics, config).await;
+            crate::zone_view::run(provider, registry, index, metrics, config, wake).await;
             Ok(())
         });
+    } else if args.zone_notify_listen.is_some() {
+        bail!("--zone-notify-listen needs the zone view: --provider rfc2136 and --zone-view");
     }
     let mut syncer = Syncer::new(
         provider,
@@ -525,6 +531,39 @@ async fn build_syncer(
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
     Ok(syncer)
+}
+
+/// Takes NOTIFY from the RFC 2136 server on `listen`, waking the zone view.
+async fn spawn_zone_notify(
+    args: &ServeArgs,
+    listen: std::net::SocketAddr,
+    zones: &[String],
+    wake: Arc<Notify>,
+    process: &mut Process,
+) -> Result<()> {
+    use crate::zone_view::notify;
+    if !matches!(args.provider, ProviderKind::Rfc2136) {
+        bail!("--zone-notify-listen takes NOTIFY from an RFC 2136 server: --provider rfc2136");
+    }
+    let server = super::provider::rfc2136_server(&args.provider_flags)?;
+    let primaries: Vec<std::net::IpAddr> = tokio::net::lookup_host((server.host(), server.port()))
+        .await
+        .with_context(|| format!("resolving the RFC 2136 server {server}"))?
+        .map(|addr| addr.ip())
+        .collect();
+    let socket = notify::bind(listen)
+        .await
+        .with_context(|| format!("--zone-notify-listen {listen}"))?;
+    tracing::info!(%listen, ?primaries, "zone view: taking NOTIFY");
+    let config = notify::NotifyConfig {
+        primaries,
+        zones: zones.to_vec(),
+    };
+    process.tasks.spawn(async move {
+        notify::run(socket, config, wake).await;
+        Ok(())
+    });
+    Ok(())
 }
 
 /// The sync loop's writes as the feedback module reads them.

@@ -11,10 +11,13 @@
 //! an empty view: the cross-cluster checks are skipped (they fail open, as the webhook's
 //! `failurePolicy: Ignore` does), and the log and `gateway_dns_zone_view_in_use` say so.
 
+pub mod notify;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
@@ -79,15 +82,16 @@ fn counts(view: &ZoneView) -> (usize, usize) {
     })
 }
 
-/// Reads the provider every interval and sets the view on the index, for the life of the
-/// process. A failed read keeps the last view until it is older than the bound; then the index
-/// gets an empty one until a read succeeds.
+/// Reads the provider every interval, and at once when `wake` is notified (a NOTIFY came), and
+/// sets the view on the index, for the life of the process. A failed read keeps the last view
+/// until it is older than the bound; then the index gets an empty one until a read succeeds.
 pub async fn run(
     provider: Arc<dyn Provider>,
     registry: TxtRegistry,
     index: Index,
     metrics: Arc<Metrics>,
     config: ZoneViewConfig,
+    wake: Arc<Notify>,
 ) {
     let started = Instant::now();
     let mut last_read: Option<Instant> = None;
@@ -96,7 +100,10 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     metrics.set_zone_view_state(Duration::ZERO, false);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = wake.notified() => {}
+        }
         match provider.records().await {
             Ok(listing) => {
                 let registry = registry.clone();

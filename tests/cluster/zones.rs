@@ -50,8 +50,18 @@ spec:
     )
 }
 
-/// One cluster with its gateway-dns writing to `bind` as `owner`, its webhook registered.
+/// One cluster with its gateway-dns writing to `bind` as `owner`, its webhook registered; the
+/// zone view polls every second unless `extra` says otherwise.
 async fn cluster(bind: &Bind, owner: &str, address: &str) -> (ControlPlane, Serve) {
+    cluster_with(bind, owner, address, &["--zone-refresh-interval", "1s"]).await
+}
+
+async fn cluster_with(
+    bind: &Bind,
+    owner: &str,
+    address: &str,
+    extra: &[&str],
+) -> (ControlPlane, Serve) {
     let cluster = tokio::task::block_in_place(|| {
         let cluster = ControlPlane::start();
         cluster.install_gateway_dns_rbac();
@@ -63,17 +73,8 @@ async fn cluster(bind: &Bind, owner: &str, address: &str) -> (ControlPlane, Serv
         cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
     });
     let mut args = bind.serve_args();
-    args.extend(
-        [
-            "--txt-owner-id",
-            owner,
-            "--zone-refresh-interval",
-            "1s",
-            "--interval",
-            "5s",
-        ]
-        .map(String::from),
-    );
+    args.extend(["--txt-owner-id", owner, "--interval", "5s"].map(String::from));
+    args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let serve = Serve::start_with_env(&identity, owner, &args, &bind.serve_env());
     serve.wait_ready(Duration::from_secs(60)).await;
@@ -148,13 +149,23 @@ fn dig_axfr(bind: &Bind) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// East's zone view polls every second; west's polls every ten minutes and takes BIND's
+/// NOTIFY, so west learns of east's writes by NOTIFY alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_another_cluster_publishes_is_refused_at_kubectl_apply() {
-    let bind = Bind::start("example.com", UNMANAGED);
+    let notify = std::net::SocketAddr::from(([127, 0, 0, 1], crate::support::net::free_port()));
+    let bind = Bind::start_notifying("example.com", UNMANAGED, &[notify]);
     let (east, east_serve) = cluster(&bind, "east", EAST).await;
-    let (west, west_serve) = cluster(&bind, "west", WEST).await;
+    let listen = notify.to_string();
+    let west_args = [
+        "--zone-refresh-interval",
+        "10m",
+        "--zone-notify-listen",
+        &listen,
+    ];
+    let (west, west_serve) = cluster_with(&bind, "west", WEST, &west_args).await;
 
-    // East publishes b.example.com; west's zone view reads it.
+    // East publishes b.example.com; BIND's NOTIFY makes west's zone view read it.
     tokio::task::block_in_place(|| east.apply(&route("b1", "b.example.com"), &[]).ok());
     wait_in_zone(&bind, "b.example.com", &[EAST], &east_serve).await;
     wait_view(&west_serve, 1.0).await;
@@ -395,7 +406,27 @@ async fn two_clusters_racing_for_new_names_end_with_one_owner_each() {
     wait_view(&east_serve, (all.len() - east_won) as f64).await;
     wait_view(&west_serve, east_won as f64).await;
     let held = "gateway_dns_findings{reason=\"HostnameOwnedInZone\"}";
-    for (serve, lost) in [(&east_serve, all.len() - east_won), (&west_serve, east_won)] {
+    // A cluster whose webhook already saw the other's write refused the route: only the
+    // routes it stored and lost have the finding.
+    let lost_with_route = |cluster: &ControlPlane, me: &str| {
+        let stored = cluster
+            .kubectl(&["get", "httproutes", "-n", "apps", "-o", "name"])
+            .ok();
+        settled
+            .iter()
+            .zip(&all)
+            .filter(|((owners, _), _)| owners[0] != me)
+            .filter(|(_, name)| {
+                let route = name.trim_end_matches(".example.com");
+                stored
+                    .lines()
+                    .any(|line| line == format!("httproute.gateway.networking.k8s.io/{route}"))
+            })
+            .count()
+    };
+    let east_lost = tokio::task::block_in_place(|| lost_with_route(&east, "east"));
+    let west_lost = tokio::task::block_in_place(|| lost_with_route(&west, "west"));
+    for (serve, lost) in [(&east_serve, east_lost), (&west_serve, west_lost)] {
         let start = Instant::now();
         while serve.metric(held).await.unwrap_or(0.0) < lost as f64 {
             assert!(
@@ -417,7 +448,8 @@ async fn two_clusters_racing_for_new_names_end_with_one_owner_each() {
         .map(|s| s.log().matches("YXRRSET").count())
         .sum::<usize>();
     println!(
-        "50 names: east won {east_won}, west {}; creates refused by BIND's prerequisite: {races_lost}",
+        "50 names: east won {east_won}, west {}; routes stored and refused: east {east_lost}, \
+         west {west_lost}; creates refused by BIND's prerequisite: {races_lost}",
         all.len() - east_won
     );
 }

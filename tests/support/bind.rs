@@ -22,6 +22,8 @@ pub struct Bind {
     pub algorithm: String,
     /// Key names besides [`KEY_NAME`] that may update the zone.
     writers: Vec<String>,
+    /// Where BIND sends NOTIFY after each change.
+    notify: Vec<SocketAddr>,
     child: Option<Child>,
 }
 
@@ -53,6 +55,7 @@ fn primary_conf(
     algorithm: &str,
     keys: &[&str],
     refused: bool,
+    notify: &[SocketAddr],
 ) -> String {
     let key_blocks: String = keys
         .iter()
@@ -65,13 +68,23 @@ fn primary_conf(
         key_list.clone()
     };
     let options = options(root, port, "    max-journal-size unlimited;\n");
+    // NOTIFY to each of `notify` after every change (BIND's also-notify).
+    let notify = if notify.is_empty() {
+        String::new()
+    } else {
+        let targets: String = notify
+            .iter()
+            .map(|addr| format!("{} port {}; ", addr.ip(), addr.port()))
+            .collect();
+        format!("    notify explicit;\n    also-notify {{ {targets}}};\n")
+    };
     format!(
         r#"{options}{key_blocks}zone "{zone}" {{
     type primary;
     file "{root}/{zone}.zone";
     allow-update {{ {update}}};
     allow-transfer {{ {key_list}}};
-}};
+{notify}}};
 "#
     )
 }
@@ -89,6 +102,21 @@ impl Bind {
     /// [`Bind::start`] that also lets each of `writers` (key names, with the same secret)
     /// update the zone, so that its log tells which writer sent each UPDATE.
     pub fn start_with_keys(zone: &str, extra: &str, algorithm: &str, writers: &[&str]) -> Bind {
+        Self::start_full(zone, extra, algorithm, writers, &[])
+    }
+
+    /// [`Bind::start`] that sends NOTIFY to each of `notify` after every change.
+    pub fn start_notifying(zone: &str, extra: &str, notify: &[SocketAddr]) -> Bind {
+        Self::start_full(zone, extra, "hmac-sha256", &[], notify)
+    }
+
+    fn start_full(
+        zone: &str,
+        extra: &str,
+        algorithm: &str,
+        writers: &[&str],
+        notify: &[SocketAddr],
+    ) -> Bind {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let mut keys: Vec<&str> = vec![KEY_NAME];
@@ -100,6 +128,7 @@ impl Bind {
             algorithm,
             &keys,
             false,
+            notify,
         );
         fs::write(dir.path().join("named.conf"), conf).expect("write named.conf");
         let zone_file = format!(
@@ -112,6 +141,7 @@ impl Bind {
             zone: zone.to_string(),
             algorithm: algorithm.to_string(),
             writers: writers.iter().map(|w| w.to_string()).collect(),
+            notify: notify.to_vec(),
             child: None,
         };
         bind.resume();
@@ -131,6 +161,7 @@ impl Bind {
             &self.algorithm,
             &keys,
             refused,
+            &self.notify,
         );
         fs::write(self.dir.path().join("named.conf"), conf).expect("write named.conf");
         let pid = self.child.as_ref().expect("BIND running").id();
@@ -164,6 +195,7 @@ zone "{zone}" {{
             zone: zone.to_string(),
             algorithm: "hmac-sha256".to_string(),
             writers: Vec::new(),
+            notify: Vec::new(),
             child: None,
         };
         bind.resume();
