@@ -453,3 +453,71 @@ async fn two_clusters_racing_for_new_names_end_with_one_owner_each() {
         all.len() - east_won
     );
 }
+
+/// Real external-dns (owner `extdns`, its own control plane) writes the same zone as west's
+/// gateway-dns: its name is refused at west's `kubectl apply`, naming it, and it never touches
+/// the name west published, though a route in its own cluster asks for it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_dns_is_a_third_owner_whose_names_are_refused_and_who_leaves_ours_alone() {
+    use crate::support::cluster::public_gateway;
+    use crate::support::extdns::{self, ExternalDns};
+    const THEIRS: &str = "192.0.2.30";
+    let bind = Bind::start("example.com", "");
+    let (west, west_serve) = cluster(&bind, "west", WEST).await;
+    // West publishes y.example.com first.
+    tokio::task::block_in_place(|| west.apply(&route("ext-y", "y.example.com"), &[]).ok());
+    wait_in_zone(&bind, "y.example.com", &[WEST], &west_serve).await;
+
+    // external-dns's cluster: its Gateway, and accepted routes for x and for west's y.
+    let third = tokio::task::block_in_place(|| {
+        let third = ControlPlane::start();
+        third.apply(&public_gateway(), &[]).ok();
+        third.gateway_address("infra/public", &[THEIRS]);
+        for (name, hostname) in [("ext-x", "x.example.com"), ("ext-y", "y.example.com")] {
+            let parents = serde_json::json!([crate::support::objects::parent("infra", "public")]);
+            let yaml = crate::support::objects::yaml(&crate::support::objects::http_route(
+                "apps",
+                name,
+                parents,
+                &[hostname],
+            ));
+            third.apply(&yaml, &[]).ok();
+            extdns::accept_route(&third, "httproutes", &format!("apps/{name}"));
+        }
+        third
+    });
+    let identity = tokio::task::block_in_place(|| extdns::install_rbac(&third));
+    let mut peer = ExternalDns::start(&identity, &bind, &extdns::Config::gateway_routes("extdns"));
+    let start = Instant::now();
+    while tokio::task::block_in_place(|| in_zone(&bind, "x.example.com")) != [THEIRS] {
+        peer.assert_running();
+        assert!(
+            start.elapsed() < Duration::from_secs(45),
+            "external-dns never published x.example.com:\n{}",
+            peer.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_view(&west_serve, 1.0).await;
+
+    // West may not take external-dns's name.
+    let denied = tokio::task::block_in_place(|| west.apply(&route("ext-x", "x.example.com"), &[]));
+    assert!(!denied.success, "{denied:?}");
+    assert_eq!(
+        denial(&denied.stderr),
+        "HostnameOwnedInZone: x.example.com is published by owner \"extdns\" (HTTPRoute apps/ext-x, \
+         192.0.2.30); it can't also point at this cluster's Gateways: drop the hostname, or have \
+         \"extdns\" release it",
+        "{denied:?}"
+    );
+    // external-dns ran its 1s loop many times over: west's y is untouched.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    peer.assert_running();
+    assert_eq!(
+        tokio::task::block_in_place(|| in_zone(&bind, "y.example.com")),
+        [WEST]
+    );
+    let records = tokio::task::block_in_place(|| bind.axfr());
+    assert_eq!(owners_in_zone(&records, "y.example.com"), ["west"]);
+    assert_eq!(owners_in_zone(&records, "x.example.com"), ["extdns"]);
+}
