@@ -59,10 +59,66 @@ pub enum Command {
     /// DNSSEC key file, making the key first with --generate.
     #[command(after_help = DNSSEC_EXIT_CODES)]
     Dnssec(DnssecArgs),
+    /// The managed zones' owners: who holds which names and their last heartbeats, and the
+    /// release of a dead owner's names.
+    #[command(subcommand)]
+    Zone(ZoneCommand),
     /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
     Completions(CompletionsArgs),
     /// Print the gateway-dns(1) man page, or write every page (one per subcommand) to a directory.
     Man(ManArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ZoneCommand {
+    /// List every owner of the zones' names (the owner ids of their ownership records, and
+    /// "unmanaged" for records without one), the names each holds, and its last heartbeat.
+    #[command(after_help = ZONE_EXIT_CODES)]
+    Owners(Box<ZoneOwnersArgs>),
+    /// Remove an owner's records and their ownership records (every name it holds, or the
+    /// --name ones). Refused while its heartbeat is younger than --dead-after, or when it writes
+    /// none, unless --force.
+    #[command(after_help = ZONE_EXIT_CODES)]
+    Release(Box<ZoneReleaseArgs>),
+}
+
+const ZONE_EXIT_CODES: &str = "Exit status: 0 done; 1 refused (the owner looks alive, or holds no \
+     such name); 2 bad input, or a provider that cannot be read or written.";
+
+#[derive(Debug, Args)]
+pub struct ZoneOwnersArgs {
+    /// The DNS provider to list.
+    #[arg(long, value_enum, env = "GATEWAY_DNS_PROVIDER")]
+    pub provider: ProviderKind,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
+    pub output: ExplainOutput,
+    #[command(flatten)]
+    pub provider_flags: ProviderArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ZoneReleaseArgs {
+    /// The DNS provider to write.
+    #[arg(long, value_enum, env = "GATEWAY_DNS_PROVIDER")]
+    pub provider: ProviderKind,
+    /// The owner id whose names are released.
+    #[arg(long, value_name = "ID")]
+    pub owner: String,
+    /// Release only these names (repeatable or comma-separated); default every name it holds.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub name: Vec<String>,
+    /// An owner whose last heartbeat is older than this is taken for dead.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub dead_after: std::time::Duration,
+    /// Release even an owner that looks alive, or writes no heartbeat.
+    #[arg(long)]
+    pub force: bool,
+    /// Print what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub provider_flags: ProviderArgs,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +357,11 @@ pub struct ServeArgs {
     /// from the server's own address is taken.
     #[arg(long, value_name = "ADDR:PORT", env = "GATEWAY_DNS_ZONE_NOTIFY_LISTEN", help_heading = DNS)]
     pub zone_notify_listen: Option<std::net::SocketAddr>,
+    /// How often the Lease holder rewrites this owner id's heartbeat record in each zone (RFC
+    /// 2136 and PowerDNS), so that `gateway-dns zone release` can tell it is alive; 0 (the
+    /// default) writes none. Clusters sharing a zone set it, e.g. 1m.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
+    pub owner_heartbeat_interval: std::time::Duration,
     /// Compute and print the plan; write nothing.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
     pub dry_run: bool,

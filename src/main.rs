@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Check(args) => ExitCode::from(cmd::check::run(&args)),
         Command::Explain(args) => ExitCode::from(cmd::explain::run(&args)),
         Command::Certs(args) => ExitCode::from(cmd::certs::run(&args)),
+        Command::Zone(command) => ExitCode::from(cmd::zone::run(&command)),
         Command::Dnssec(args) => ExitCode::from(cmd::dnssec::run(&args)),
         Command::Completions(args) => ExitCode::from(cmd::completions::run(&args)),
         Command::Man(args) => ExitCode::from(cmd::man::run(&args)),

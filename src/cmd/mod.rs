@@ -12,6 +12,7 @@ pub mod flags_doc;
 pub mod man;
 pub mod provider;
 pub mod serve;
+pub mod zone;
 
 /// Exit codes of `check` (and `certs`, which fails with `EXIT_INPUT`).
 pub const EXIT_OK: u8 = 0;

@@ -496,7 +496,11 @@ async fn build_syncer(
         sync_config.registry = sync_config.registry.with_encryption(None, false);
     }
     // The embedded server's zones are this installation's own: no one else holds a name there.
-    if args.zone_view && !args.once && !matches!(args.provider, ProviderKind::Embedded) {
+    let viewing = args.zone_view && !matches!(args.provider, ProviderKind::Embedded);
+    if args.zone_notify_listen.is_some() && !viewing {
+        bail!("--zone-notify-listen needs the zone view: --provider rfc2136 and --zone-view");
+    }
+    if viewing && !args.once {
         let config = crate::zone_view::ZoneViewConfig {
             interval: args.zone_refresh_interval,
             max_age: args.zone_view_max_age,
@@ -511,8 +515,20 @@ async fn build_syncer(
             crate::zone_view::run(provider, registry, index, metrics, config, wake).await;
             Ok(())
         });
-    } else if args.zone_notify_listen.is_some() {
-        bail!("--zone-notify-listen needs the zone view: --provider rfc2136 and --zone-view");
+    }
+    // Heartbeats, for `zone release` to tell this installation from a dead one: written by the
+    // Lease holder (the write gate's leader) through providers that replace an RRset whole.
+    if !args.once
+        && !args.owner_heartbeat_interval.is_zero()
+        && matches!(args.provider, ProviderKind::Rfc2136 | ProviderKind::Pdns)
+    {
+        let instance = format!("{:016x}", fastrand::u64(..));
+        let (provider, owner) = (provider.clone(), args.provider_flags.txt_owner_id.clone());
+        let (interval, leader) = (args.owner_heartbeat_interval, leader.clone());
+        process.tasks.spawn(async move {
+            crate::zone_view::heartbeat::run(provider, owner, instance, interval, leader).await;
+            Ok(())
+        });
     }
     let mut syncer = Syncer::new(
         provider,

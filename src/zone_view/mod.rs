@@ -11,6 +11,7 @@
 //! an empty view: the cross-cluster checks are skipped (they fail open, as the webhook's
 //! `failurePolicy: Ignore` does), and the log and `gateway_dns_zone_view_in_use` say so.
 
+pub mod heartbeat;
 pub mod notify;
 
 use std::collections::BTreeSet;

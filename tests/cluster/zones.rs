@@ -521,3 +521,127 @@ async fn external_dns_is_a_third_owner_whose_names_are_refused_and_who_leaves_ou
     assert_eq!(owners_in_zone(&records, "y.example.com"), ["west"]);
     assert_eq!(owners_in_zone(&records, "x.example.com"), ["extdns"]);
 }
+
+/// `gateway-dns zone` against the BIND of a test, as an operator runs it.
+fn zone_command(bind: &Bind, args: &[&str]) -> std::process::Output {
+    let mut all: Vec<String> = vec!["zone".into(), args[0].into()];
+    all.extend(bind.serve_args());
+    all.extend(args[1..].iter().map(|a| a.to_string()));
+    Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(&all)
+        .envs(bind.serve_env())
+        .output()
+        .unwrap()
+}
+
+/// Owners that die: each cluster's Lease holder writes a heartbeat record every second;
+/// `zone owners` lists both owners with their names and heartbeats; `zone release` refuses
+/// while east's heartbeat is fresh, and once east is killed and its heartbeat is older than
+/// --dead-after, removes east's names (records first, then their ownership records), after which
+/// west may take the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_owners_names_are_released_and_a_live_ones_are_not() {
+    let bind = Bind::start("example.com", "");
+    let beat = [
+        "--zone-refresh-interval",
+        "1s",
+        "--owner-heartbeat-interval",
+        "1s",
+    ];
+    let (east, mut east_serve) = cluster_with(&bind, "east", EAST, &beat).await;
+    let (west, west_serve) = cluster_with(&bind, "west", WEST, &beat).await;
+    tokio::task::block_in_place(|| east.apply(&route("b1", "b.example.com"), &[]).ok());
+    wait_in_zone(&bind, "b.example.com", &[EAST], &east_serve).await;
+
+    // Both owners, with east's name, and fresh heartbeats.
+    let start = Instant::now();
+    let listed = loop {
+        let run =
+            tokio::task::block_in_place(|| zone_command(&bind, &["owners", "--output", "json"]));
+        assert!(run.status.success(), "{run:?}");
+        let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let owners: Vec<&str> = json["owners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| !o["heartbeat"].is_null())
+            .filter_map(|o| o["owner"].as_str())
+            .collect();
+        if owners == ["east", "west"] {
+            break json;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{json:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let east_view = listed["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["owner"] == "east")
+        .unwrap();
+    // The zone's own name server is nobody's.
+    assert!(
+        listed["owners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["owner"].is_null() && o["names"] == serde_json::json!(["ns1.example.com"]))
+    );
+    assert_eq!(
+        east_view["names"],
+        serde_json::json!(["b.example.com"]),
+        "{listed:#}"
+    );
+    assert!(
+        east_view["heartbeat"]["ageSeconds"].as_i64().unwrap() < 5,
+        "{listed:#}"
+    );
+
+    // East is alive: refused, and nothing removed.
+    let refused = tokio::task::block_in_place(|| {
+        zone_command(&bind, &["release", "--owner", "east", "--dead-after", "3s"])
+    });
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("refused: owner \"east\" is alive"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        tokio::task::block_in_place(|| in_zone(&bind, "b.example.com")),
+        [EAST]
+    );
+
+    // East dies; once its heartbeat is 3s old its names are released.
+    east_serve.kill();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let released = tokio::task::block_in_place(|| {
+        zone_command(&bind, &["release", "--owner", "east", "--dead-after", "3s"])
+    });
+    let text = String::from_utf8_lossy(&released.stdout);
+    assert!(released.status.success(), "{released:?}");
+    assert!(
+        text.contains("released 1 names of owner \"east\""),
+        "{text}"
+    );
+    assert!(
+        text.find("removed b.example.com A").unwrap()
+            < text.find("removed a-b.example.com TXT").unwrap(),
+        "records before their ownership records: {text}"
+    );
+    let records = tokio::task::block_in_place(|| bind.axfr());
+    assert!(owners_in_zone(&records, "b.example.com").is_empty());
+    assert!(tokio::task::block_in_place(|| in_zone(&bind, "b.example.com")).is_empty());
+
+    // The name is free: west's view lets its route through, and west publishes it.
+    let start = Instant::now();
+    loop {
+        let run = tokio::task::block_in_place(|| west.apply(&route("b1", "b.example.com"), &[]));
+        if run.success {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{run:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    wait_in_zone(&bind, "b.example.com", &[WEST], &west_serve).await;
+    drop(east);
+}

@@ -14,6 +14,7 @@
 //! `--txt-wildcard-replacement` for a leading `*`, and `--txt-encrypt-enabled` (the value
 //! encrypted, see [`super::txt_crypto`]).
 
+pub mod heartbeat;
 mod ledger;
 pub use ledger::{Holder, OwnershipLedger, TxtChange};
 

@@ -1,0 +1,136 @@
+//! Heartbeat records: each owner id's installation says it is alive in every zone it writes, so
+//! that an owner that is gone can be told from one that is quiet (docs/multi-cluster.md). One TXT
+//! record per owner and zone, at `_gateway-dns.<owner label>.<zone>`, rewritten by the Lease
+//! holder every `--owner-heartbeat-interval`, holding the time, the writing process's instance id
+//! and the owner id itself (the name's label is only a readable slot: the value says whose it is).
+
+use std::collections::BTreeMap;
+
+use crate::dns::Endpoint;
+use crate::model::RecordType;
+
+/// The first label of every heartbeat name.
+pub const LABEL: &str = "_gateway-dns";
+const MARK: &str = "gateway-dns-heartbeat";
+
+/// One heartbeat as read from the zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub owner: String,
+    pub instance: String,
+    /// Unix seconds.
+    pub time: i64,
+}
+
+/// The DNS label an owner id gets in its heartbeat's name: lower case, with every character
+/// that is no letter, digit or `-` made a `-`, at most 63 bytes.
+pub fn owner_label(owner: &str) -> String {
+    let mut label: String = owner
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    label.truncate(63);
+    if label.is_empty() {
+        label.push('-');
+    }
+    label
+}
+
+/// The heartbeat record's name for `owner` in `zone`.
+pub fn name(owner: &str, zone: &str) -> String {
+    format!("{LABEL}.{}.{zone}", owner_label(owner))
+}
+
+/// The heartbeat record's value.
+pub fn value(owner: &str, instance: &str, time: i64) -> String {
+    format!("{MARK};time={time};instance={instance};owner={owner}")
+}
+
+/// The heartbeat record of `owner` in `zone`, as the providers write it.
+pub fn record(owner: &str, instance: &str, time: i64, zone: &str) -> Endpoint {
+    Endpoint::new(
+        &name(owner, zone),
+        RecordType::TXT,
+        [value(owner, instance, time)],
+    )
+    .with_ttl(60)
+}
+
+/// A heartbeat value, when `value` is one.
+pub fn parse(value: &str) -> Option<Heartbeat> {
+    let rest = value.strip_prefix(MARK)?.strip_prefix(";time=")?;
+    let (time, rest) = rest.split_once(";instance=")?;
+    let (instance, owner) = rest.split_once(";owner=")?;
+    Some(Heartbeat {
+        owner: owner.to_owned(),
+        instance: instance.to_owned(),
+        time: time.parse().ok()?,
+    })
+}
+
+/// The latest heartbeat of each owner in a listing (over every zone).
+pub fn latest(listing: &[Endpoint]) -> BTreeMap<String, Heartbeat> {
+    let mut out: BTreeMap<String, Heartbeat> = BTreeMap::new();
+    let beats = listing
+        .iter()
+        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
+        .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)));
+    for beat in beats {
+        match out.get(&beat.owner) {
+            Some(known) if known.time >= beat.time => {}
+            _ => {
+                out.insert(beat.owner.clone(), beat);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_reads_back_whatever_the_owner_id() {
+        for owner in ["east", "East Cluster/1", "a;b=c"] {
+            let written = record(owner, "4f2a", 1_764_900_000, "example.com");
+            assert!(written.dns_name.starts_with("_gateway-dns."));
+            assert!(written.dns_name.ends_with(".example.com"));
+            let beat = parse(written.targets.first().unwrap()).unwrap();
+            assert_eq!(
+                beat,
+                Heartbeat {
+                    owner: owner.to_owned(),
+                    instance: "4f2a".to_owned(),
+                    time: 1_764_900_000
+                }
+            );
+        }
+        assert_eq!(
+            name("East Cluster/1", "example.com"),
+            "_gateway-dns.east-cluster-1.example.com"
+        );
+        assert_eq!(parse("heritage=external-dns,external-dns/owner=east"), None);
+    }
+
+    #[test]
+    fn the_latest_heartbeat_of_each_owner_counts() {
+        let listing = vec![
+            record("east", "a", 100, "example.com"),
+            record("east", "b", 200, "example.org"),
+            record("west", "c", 150, "example.com"),
+            Endpoint::new("_gateway-dns.x.example.com", RecordType::TXT, ["not one"]),
+        ];
+        let latest = latest(&listing);
+        assert_eq!(latest["east"].time, 200);
+        assert_eq!(latest["east"].instance, "b");
+        assert_eq!(latest["west"].time, 150);
+        assert_eq!(latest.len(), 2);
+    }
+}
