@@ -76,7 +76,8 @@ fn primary_conf(
             .iter()
             .map(|addr| format!("{} port {}; ", addr.ip(), addr.port()))
             .collect();
-        format!("    notify explicit;\n    also-notify {{ {targets}}};\n")
+        // notify-delay 0: BIND otherwise holds a zone's NOTIFY up to 5s after the last one.
+        format!("    notify explicit;\n    notify-delay 0;\n    also-notify {{ {targets}}};\n")
     };
     format!(
         r#"{options}{key_blocks}zone "{zone}" {{
