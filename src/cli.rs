@@ -360,7 +360,7 @@ pub struct ServeArgs {
     /// How often the Lease holder rewrites this owner id's heartbeat record in each zone (RFC
     /// 2136 and PowerDNS), so that `gateway-dns zone release` can tell it is alive; 0 (the
     /// default) writes none. Clusters sharing a zone set it, e.g. 1m.
-    #[arg(long, default_value = "0s", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
+    #[arg(long, default_value = "0", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
     pub owner_heartbeat_interval: std::time::Duration,
     /// Compute and print the plan; write nothing.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
