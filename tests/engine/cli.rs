@@ -1518,3 +1518,32 @@ fn annotation_prefix_chooses_which_external_dns_annotations_count() {
     assert_eq!(bad.code, 2, "{}", bad.stdout);
     assert!(bad.stderr.contains("--annotation-prefix"), "{}", bad.stderr);
 }
+
+/// Every default a subcommand's flags carry parses: clap reads a default only when the flag is
+/// not given, so a default its own parser refuses (`0s` for a duration) would stop every run
+/// that leaves the flag out, and no test that sets it would notice.
+#[test]
+fn every_subcommand_parses_with_its_defaults() {
+    use clap::Parser as _;
+    use gateway_dns::cli::Cli;
+    for args in [
+        &["gateway-dns", "serve"][..],
+        &["gateway-dns", "check", "x.yaml"],
+        &["gateway-dns", "explain", "a.example.com"],
+        &["gateway-dns", "zone", "owners", "--provider", "rfc2136"],
+        &[
+            "gateway-dns",
+            "zone",
+            "release",
+            "--provider",
+            "rfc2136",
+            "--owner",
+            "east",
+        ],
+        &["gateway-dns", "certs"],
+    ] {
+        if let Err(err) = Cli::try_parse_from(args) {
+            panic!("{args:?}: {err}");
+        }
+    }
+}
