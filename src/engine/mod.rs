@@ -551,7 +551,7 @@ mod tests {
             .into_iter()
             .filter(|r| r.default_action() == Action::Deny)
             .collect();
-        assert_eq!(denying.len(), 9);
+        assert_eq!(denying.len(), 10);
     }
 
     #[test]
