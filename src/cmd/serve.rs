@@ -518,6 +518,8 @@ async fn build_syncer(
     }
     // Heartbeats, for `zone release` to tell this installation from a dead one: written by the
     // Lease holder (the write gate's leader) through providers that replace an RRset whole.
+    // While another installation writes with this owner id, no DNS write.
+    let mut writes_allowed: Option<watch::Receiver<bool>> = None;
     if !args.once
         && !args.owner_heartbeat_interval.is_zero()
         && matches!(args.provider, ProviderKind::Rfc2136 | ProviderKind::Pdns)
@@ -525,8 +527,14 @@ async fn build_syncer(
         let instance = format!("{:016x}", fastrand::u64(..));
         let (provider, owner) = (provider.clone(), args.provider_flags.txt_owner_id.clone());
         let (interval, leader) = (args.owner_heartbeat_interval, leader.clone());
+        let (allowed, allowed_rx) = watch::channel(true);
+        writes_allowed = Some(allowed_rx);
+        let metrics = process.metrics.clone();
         process.tasks.spawn(async move {
-            crate::zone_view::heartbeat::run(provider, owner, instance, interval, leader).await;
+            crate::zone_view::heartbeat::run(
+                provider, owner, instance, interval, leader, allowed, metrics,
+            )
+            .await;
             Ok(())
         });
     }
@@ -541,9 +549,11 @@ async fn build_syncer(
         process.metrics.set_leader(true);
     }
     if let Some((_, cluster_source)) = &source.cluster {
-        syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone()));
+        syncer = syncer.with_write_gate(write_gate(leader, cluster_source.clone(), writes_allowed));
         let held = cluster_source.clone();
         syncer = syncer.with_removal_hold(Arc::new(move || held.removals_held()));
+    } else if let Some(allowed) = writes_allowed {
+        syncer = syncer.with_write_gate(allowed);
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
     Ok(syncer)
@@ -751,6 +761,7 @@ const GATE_POLL: Duration = Duration::from_millis(250);
 pub fn write_gate(
     mut leader: Option<watch::Receiver<bool>>,
     source: Arc<kube::KubeSource>,
+    mut allowed: Option<watch::Receiver<bool>>,
 ) -> watch::Receiver<bool> {
     let (gate, open) = watch::channel(false);
     let mut ready = source.ready();
@@ -760,7 +771,8 @@ pub fn write_gate(
         loop {
             let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
             let in_sync = source.in_sync();
-            let should_open = leading && in_sync;
+            let no_conflict = allowed.as_mut().is_none_or(|a| *a.borrow_and_update());
+            let should_open = leading && in_sync && no_conflict;
             if leading && !in_sync && !said_waiting {
                 let kinds: Vec<String> = source
                     .status()
@@ -788,12 +800,22 @@ pub fn write_gate(
                     std::future::pending::<()>().await;
                 }
             };
+            let conflict_changed = async {
+                let changed = match allowed.as_mut() {
+                    Some(a) => a.changed().await.is_ok(),
+                    None => false,
+                };
+                if !changed {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 alive = leadership_changed => if !alive {
                     gate.send_replace(false);
                     return;
                 },
                 () = source_ready => {}
+                () = conflict_changed => {}
                 () = tokio::time::sleep(GATE_POLL) => {}
                 () = gate.closed() => return,
             }

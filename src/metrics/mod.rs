@@ -281,6 +281,7 @@ pub struct Metrics {
     zone_view_names: Family<HolderLabels, Gauge>,
     zone_view_age: FloatGauge,
     zone_view_in_use: Gauge,
+    owner_id_conflict: Gauge,
     absences: Family<AbsenceLabels, Counter>,
     sync_passes: Counter,
     sync_changes: Family<ActionLabels, Counter>,
@@ -417,6 +418,13 @@ impl Metrics {
             "1 while the zone view is loaded and fresh, so names held in the zone by others are \
              refused; 0 while those checks are skipped (not loaded yet, too old, or turned off)",
             zone_view_in_use.clone(),
+        );
+        let owner_id_conflict = Gauge::default();
+        registry.register(
+            "gateway_dns_owner_id_conflict",
+            "1 while another installation writes heartbeats with this --txt-owner-id (DNS writes \
+             stop meanwhile), else 0; read by the Lease holder with --owner-heartbeat-interval",
+            owner_id_conflict.clone(),
         );
         let sync_passes = Counter::default();
         registry.register(
@@ -559,6 +567,7 @@ impl Metrics {
             zone_view_names,
             zone_view_age,
             zone_view_in_use,
+            owner_id_conflict,
             absences,
             sync_passes,
             sync_changes,
@@ -739,6 +748,11 @@ impl Metrics {
     pub fn set_zone_view_state(&self, age: Duration, in_use: bool) {
         self.zone_view_age.set(age.as_secs_f64());
         self.zone_view_in_use.set(i64::from(in_use));
+    }
+
+    /// Sets whether another installation writes with this owner id.
+    pub fn set_owner_id_conflict(&self, conflict: bool) {
+        self.owner_id_conflict.set(i64::from(conflict));
     }
 
     /// Sets the health of the Gateways probed, `namespace/name` → every target passes; a

@@ -128,6 +128,7 @@ impl Replica {
             .with_write_gate(gateway_dns::cmd::serve::write_gate(
                 Some(election.is_leader()),
                 source.clone(),
+                None,
             )),
         );
 

@@ -73,7 +73,11 @@ async fn cluster_with(
         cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
     });
     let mut args = bind.serve_args();
-    args.extend(["--txt-owner-id", owner, "--interval", "5s"].map(String::from));
+    // `owner` names the process; `extra` may give another owner id.
+    if !extra.contains(&"--txt-owner-id") {
+        args.extend(["--txt-owner-id", owner].map(String::from));
+    }
+    args.extend(["--interval", "5s"].map(String::from));
     args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let serve = Serve::start_with_env(&identity, owner, &args, &bind.serve_env());
@@ -644,4 +648,51 @@ async fn a_dead_owners_names_are_released_and_a_live_ones_are_not() {
     }
     wait_in_zone(&bind, "b.example.com", &[WEST], &west_serve).await;
     drop(east);
+}
+
+/// Two clusters configured with one owner id: each sees the other's heartbeats, says so
+/// (`gateway_dns_owner_id_conflict`, an error in the log) and writes no DNS; once one is gone,
+/// the other writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_installations_with_one_owner_id_find_each_other_and_stop_writing() {
+    let bind = Bind::start("example.com", "");
+    let args = [
+        "--txt-owner-id",
+        "shared",
+        "--owner-heartbeat-interval",
+        "1s",
+    ];
+    let (east, east_serve) = cluster_with(&bind, "east", EAST, &args).await;
+    let (_west, mut west_serve) = cluster_with(&bind, "west", WEST, &args).await;
+    let conflict = "gateway_dns_owner_id_conflict";
+    for serve in [&east_serve, &west_serve] {
+        let start = Instant::now();
+        while serve.metric(conflict).await != Some(1.0) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no conflict seen:\n{}",
+                serve.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(
+            serve
+                .log()
+                .contains("another installation writes with this --txt-owner-id"),
+            "{}",
+            serve.log_tail()
+        );
+    }
+    // East's new route is admitted, but nothing is written while the conflict lasts.
+    tokio::task::block_in_place(|| east.apply(&route("c1", "c.example.com"), &[]).ok());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        tokio::task::block_in_place(|| in_zone(&bind, "c.example.com")).is_empty(),
+        "written during a conflict:\n{}",
+        east_serve.log_tail()
+    );
+    // West goes; east sees no other writer any more and publishes.
+    west_serve.kill();
+    wait_in_zone(&bind, "c.example.com", &[EAST], &east_serve).await;
+    assert_eq!(east_serve.metric(conflict).await, Some(0.0));
 }

@@ -1833,7 +1833,10 @@ fn docs_name_only_flags_and_exit_codes_the_binary_has() {
             own.insert(format!("--{long}"));
         }
     }
-    for subcommand in cli.get_subcommands() {
+    // Every subcommand's, and theirs (`zone owners`, `zone release`).
+    let mut pending: Vec<&clap::Command> = cli.get_subcommands().collect();
+    while let Some(subcommand) = pending.pop() {
+        pending.extend(subcommand.get_subcommands());
         for argument in subcommand.get_arguments() {
             if let Some(long) = argument.get_long() {
                 own.insert(format!("--{long}"));

@@ -92,6 +92,16 @@ pub fn latest(listing: &[Endpoint]) -> BTreeMap<String, Heartbeat> {
     out
 }
 
+/// The heartbeats of `owner` in a listing, one per zone.
+pub fn latest_of(listing: &[Endpoint], owner: &str) -> Vec<Heartbeat> {
+    listing
+        .iter()
+        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
+        .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)))
+        .filter(|beat| beat.owner == owner)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
