@@ -468,6 +468,34 @@ fn effects() -> Vec<Effect> {
             check: |o| o.env("GATEWAY_DNS_TXT_OWNER_ID").as_deref() == Some("cluster-a"),
         },
         Effect {
+            value: "dns.zoneView.enabled",
+            args: [RFC2136.as_slice(), &["--set", "dns.zoneView.enabled=false"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_ZONE_VIEW").as_deref() == Some("false"),
+        },
+        Effect {
+            value: "dns.zoneView.refreshInterval",
+            args: [RFC2136.as_slice(), &["--set", "dns.zoneView.refreshInterval=5s"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_ZONE_REFRESH_INTERVAL").as_deref() == Some("5s"),
+        },
+        Effect {
+            value: "dns.zoneView.notifyPort",
+            args: [RFC2136.as_slice(), &["--set", "dns.zoneView.notifyPort=5300"]].concat(),
+            check: |o| {
+                o.env("GATEWAY_DNS_ZONE_NOTIFY_LISTEN").as_deref() == Some("0.0.0.0:5300")
+                    && o.container("/ports")
+                        .as_array()
+                        .is_some_and(|ports| ports.iter().any(|p| p["name"] == "zone-notify" && p["containerPort"] == 5300 && p["protocol"] == "UDP"))
+                    && o.at("NetworkPolicy", "gateway-dns", "/spec/ingress")
+                        .as_array()
+                        .is_some_and(|rules| rules.iter().any(|r| r["ports"][0]["port"] == "zone-notify"))
+            },
+        },
+        Effect {
+            value: "dns.ownerHeartbeatInterval",
+            args: [RFC2136.as_slice(), &["--set", "dns.ownerHeartbeatInterval=1m"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL").as_deref() == Some("1m"),
+        },
+        Effect {
             value: "dns.provider",
             args: vec!["--set", "dns.provider=dnsendpoint"],
             check: |o| {
