@@ -70,11 +70,13 @@ struct Holdings {
 fn holdings(listed: &[Endpoint], registry: &TxtRegistry) -> Holdings {
     let index = OwnershipIndex::from_records(listed, registry);
     let mut by_owner: BTreeMap<Option<String>, BTreeMap<String, Vec<Endpoint>>> = BTreeMap::new();
-    let txt = |name: &str| {
-        listed
-            .iter()
-            .find(|r| r.record_type == RecordType::TXT && r.dns_name == name)
-    };
+    // Looked up once per address record: a map, not a walk of the listing each time.
+    let txt_records: std::collections::HashMap<&str, &Endpoint> = listed
+        .iter()
+        .filter(|r| r.record_type == RecordType::TXT)
+        .map(|r| (r.dns_name.as_str(), r))
+        .collect();
+    let txt = |name: &str| txt_records.get(name).copied();
     for record in listed.iter().filter(|r| {
         matches!(
             r.record_type,

@@ -755,6 +755,29 @@ pub fn finish(mut records: Vec<Record>, mut violations: Vec<Finding>) -> Outcome
     }
 }
 
+/// One finding of `reason` on `name` for each of the newcomer's own claims on it, at the
+/// claim's field.
+fn for_each_claim<W: World>(
+    world: &W,
+    route: &Route,
+    name: &str,
+    own: &[Claimant],
+    reason: Reason,
+    out: &mut Vec<Finding>,
+    message: impl Fn(&Claimant) -> String,
+) {
+    for claim in own {
+        out.push(route_finding(
+            world,
+            route,
+            reason,
+            Some(name.to_owned()),
+            claim.claim.source.field(world.config()),
+            message(claim),
+        ));
+    }
+}
+
 /// Conflicts of a route under review (the newcomer), and names it would take from the namespace
 /// that owns them, evaluated against a world that does not need to contain it: it never
 /// displaces an incumbent, whatever the ages. Claims by the route's
@@ -798,31 +821,29 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
                 .chain(&incumbents)
                 .any(|c| c.claim.origin.programmed)
         {
-            for claim in &own {
-                out.push(route_finding(
-                    world,
-                    route,
-                    Reason::GatewayNotProgrammed,
-                    Some(name.to_owned()),
-                    claim.claim.source.field(world.config()),
-                    not_programmed_message(name, &claim.claim.origin),
-                ));
-            }
+            for_each_claim(
+                world,
+                route,
+                name,
+                &own,
+                Reason::GatewayNotProgrammed,
+                &mut out,
+                |c| not_programmed_message(name, &c.claim.origin),
+            );
         }
         // A name another owner holds in the zone is refused whatever this cluster's claims
         // say (ARCHITECTURE.md, "Many clusters, one zone").
         if let Some(holder) = world.zone().holder(name) {
             let message = zone::held_message(name, holder);
-            for claim in &own {
-                out.push(route_finding(
-                    world,
-                    route,
-                    Reason::HostnameOwnedInZone,
-                    Some(name.to_owned()),
-                    claim.claim.source.field(world.config()),
-                    message.clone(),
-                ));
-            }
+            for_each_claim(
+                world,
+                route,
+                name,
+                &own,
+                Reason::HostnameOwnedInZone,
+                &mut out,
+                |_| message.clone(),
+            );
             continue;
         }
         if world.config().is_shared_name(name) {
@@ -832,16 +853,16 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
         // outside the owner's namespaces is refused the name whatever it resolves to.
         if let Some(owner) = hostname_ownership::owner_refusing(world, route, name, &mut incumbents)
         {
-            for claim in &own {
-                out.push(route_finding(
-                    world,
-                    route,
-                    Reason::HostnameOwnedByOtherNamespace,
-                    Some(name.to_owned()),
-                    claim.claim.source.field(world.config()),
-                    hostname_ownership::owned_message(name, &owner, route.meta.namespace()),
-                ));
-            }
+            let message = hostname_ownership::owned_message(name, &owner, route.meta.namespace());
+            for_each_claim(
+                world,
+                route,
+                name,
+                &own,
+                Reason::HostnameOwnedByOtherNamespace,
+                &mut out,
+                |_| message.clone(),
+            );
             continue;
         }
         let Some(reference) = incumbents.first().or(own.first()).copied() else {

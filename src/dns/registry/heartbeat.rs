@@ -74,14 +74,18 @@ pub fn parse(value: &str) -> Option<Heartbeat> {
     })
 }
 
+/// Every heartbeat in a listing.
+fn all(listing: &[Endpoint]) -> impl Iterator<Item = Heartbeat> + '_ {
+    listing
+        .iter()
+        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
+        .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)))
+}
+
 /// The latest heartbeat of each owner in a listing (over every zone).
 pub fn latest(listing: &[Endpoint]) -> BTreeMap<String, Heartbeat> {
     let mut out: BTreeMap<String, Heartbeat> = BTreeMap::new();
-    let beats = listing
-        .iter()
-        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
-        .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)));
-    for beat in beats {
+    for beat in all(listing) {
         match out.get(&beat.owner) {
             Some(known) if known.time >= beat.time => {}
             _ => {
@@ -94,12 +98,7 @@ pub fn latest(listing: &[Endpoint]) -> BTreeMap<String, Heartbeat> {
 
 /// The heartbeats of `owner` in a listing, one per zone.
 pub fn latest_of(listing: &[Endpoint], owner: &str) -> Vec<Heartbeat> {
-    listing
-        .iter()
-        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
-        .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)))
-        .filter(|beat| beat.owner == owner)
-        .collect()
+    all(listing).filter(|beat| beat.owner == owner).collect()
 }
 
 #[cfg(test)]
