@@ -52,7 +52,8 @@ pub enum Command {
     /// the record the sync loop would write, and what the DNS provider holds now.
     #[command(after_help = EXPLAIN_EXIT_CODES)]
     Explain(Box<ExplainArgs>),
-    /// Write a CA and a serving certificate for the webhook's Service.
+    /// Write a CA and a serving certificate for the webhook's Service to files, or (as the Helm
+    /// chart's Jobs do) keep them in a Secret and copy the CA into the webhook configuration.
     #[command(after_help = CERTS_EXIT_CODES)]
     Certs(CertsArgs),
     /// Print the DNSKEY and the DS record (for the parent zone) of an embedded DNS server's
@@ -154,11 +155,71 @@ pub struct CertsArgs {
     )]
     pub service_namespace: String,
     /// Directory for ca.crt, tls.crt and tls.key.
-    #[arg(long, default_value = "certs", env = "GATEWAY_DNS_OUT")]
+    #[arg(
+        long,
+        default_value = "certs",
+        env = "GATEWAY_DNS_OUT",
+        conflicts_with = "secret"
+    )]
     pub out: PathBuf,
-    /// Replace existing files.
-    #[arg(long, env = "GATEWAY_DNS_FORCE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL")]
+    /// Keep the pair in this kubernetes.io/tls Secret (ca.crt, tls.crt, tls.key) instead of
+    /// files, through the cluster's API (in-cluster config in a pod, else KUBECONFIG): create
+    /// it, keep it while it is good for the Service for 30 more days, else replace its three
+    /// keys. Never deletes. NAME alone is in --service-namespace.
+    #[arg(
+        long,
+        value_name = "[NAMESPACE/]NAME",
+        env = "GATEWAY_DNS_SECRET",
+        value_parser = parse_secret_location
+    )]
+    pub secret: Option<SecretLocation>,
+    /// Instead of making the --secret, copy its ca.crt into the caBundle of every webhook of
+    /// this ValidatingWebhookConfiguration.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "GATEWAY_DNS_PATCH_WEBHOOK",
+        requires = "secret"
+    )]
+    pub patch_webhook: Option<String>,
+    /// Replace existing files, or with --secret a pair that is still good.
+    #[arg(long, env = "GATEWAY_DNS_FORCE", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", conflicts_with = "patch_webhook")]
     pub force: bool,
+}
+
+/// `certs --secret`: a Secret's name, and its namespace unless it is the Service's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretLocation {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// `[NAMESPACE/]NAME`, each part a Kubernetes object name.
+pub fn parse_secret_location(text: &str) -> Result<SecretLocation, String> {
+    let (namespace, name) = match text.trim().split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, text.trim()),
+    };
+    let valid = |part: &str, max: usize| {
+        !part.is_empty()
+            && part.len() <= max
+            && part.bytes().all(|byte| {
+                byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'.'
+            })
+            && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if namespace.is_some_and(|namespace| !valid(namespace, 63) || namespace.contains('.'))
+        || !valid(name, 253)
+    {
+        return Err(format!(
+            "{text:?} is not [NAMESPACE/]NAME (lower-case letters, digits, '-', and '.' in NAME)"
+        ));
+    }
+    Ok(SecretLocation {
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+    })
 }
 
 /// `dnssec --algorithm`.
@@ -890,17 +951,20 @@ pub struct ExplainArgs {
     pub engine: EngineArgs,
 }
 
-/// `certs`'s exit status.
+/// `dnssec`'s exit status.
 pub const DNSSEC_EXIT_CODES: &str = "\
 Exit status:
   0  the records were printed
   2  the key file cannot be read or is not a supported key, or (with --generate) it exists
      without --force or cannot be written";
 
+/// `certs`'s exit status.
 pub const CERTS_EXIT_CODES: &str = "\
 Exit status:
-  0  the files were written
-  2  they could not be (they exist without --force, or the directory is not writable)";
+  0  the files were written; with --secret, the Secret was created, kept or replaced; with
+     --patch-webhook, every caBundle holds the Secret's ca.crt
+  2  they could not be (they exist without --force, or the directory is not writable), or the
+     API server refused, or the Secret, its ca.crt or the webhook configuration is missing";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
@@ -1170,6 +1234,24 @@ impl EngineArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_locations() {
+        let at = |namespace: Option<&str>, name: &str| SecretLocation {
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        };
+        assert_eq!(
+            parse_secret_location("gateway-dns/gateway-dns-tls"),
+            Ok(at(Some("gateway-dns"), "gateway-dns-tls"))
+        );
+        assert_eq!(parse_secret_location("web.tls"), Ok(at(None, "web.tls")));
+        for bad in [
+            "", "/x", "ns/", "Ns/x", "n.s/x", "ns/x/y", "ns/-x", "ns/x_y",
+        ] {
+            assert!(parse_secret_location(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -69,17 +69,22 @@ impl std::fmt::Debug for GeneratedCerts {
     }
 }
 
-/// The subject alternative names of the serving certificate for Service `service` in
-/// `namespace`, in the order they are written.
-pub fn service_sans(service: &str, namespace: &str) -> Vec<String> {
+/// The names kube-apiserver may call Service `service` in `namespace` by.
+pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
     vec![
         service.to_string(),
         format!("{service}.{namespace}"),
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
     ]
+}
+
+/// The subject alternative names of the serving certificate for Service `service` in
+/// `namespace`, in the order they are written: the Service's names, then the local ones.
+pub fn service_sans(service: &str, namespace: &str) -> Vec<String> {
+    let mut names = service_names(service, namespace);
+    names.extend(["localhost".to_string(), "127.0.0.1".to_string()]);
+    names
 }
 
 /// Generates a CA (10 years) and a serving certificate (1 year) for the Service.
