@@ -371,17 +371,32 @@ fn effects() -> Vec<Effect> {
         Effect {
             value: "image.repository",
             args: vec!["--set", "image.repository=registry.example.com/gateway-dns"],
-            check: |o| o.container("/image") == "registry.example.com/gateway-dns:0.1.0",
+            check: |o| {
+                o.container("/image") == "registry.example.com/gateway-dns:0.1.0"
+                    && o.job_images() == ["registry.example.com/gateway-dns:0.1.0"; 2]
+            },
         },
         Effect {
             value: "image.tag",
             args: vec!["--set", "image.tag=0.2.0"],
-            check: |o| o.container("/image") == "gateway-dns:0.2.0",
+            check: |o| {
+                o.container("/image") == "gateway-dns:0.2.0"
+                    && o.job_images() == ["gateway-dns:0.2.0"; 2]
+            },
         },
         Effect {
             value: "image.pullPolicy",
             args: vec!["--set", "image.pullPolicy=Always"],
-            check: |o| o.container("/imagePullPolicy") == "Always",
+            check: |o| {
+                o.container("/imagePullPolicy") == "Always"
+                    && CERTIFICATE_JOBS.iter().all(|job| {
+                        o.at(
+                            "Job",
+                            job,
+                            "/spec/template/spec/containers/0/imagePullPolicy",
+                        ) == "Always"
+                    })
+            },
         },
         Effect {
             value: "imagePullSecrets",
@@ -863,37 +878,12 @@ fn effects() -> Vec<Effect> {
             args: vec!["--set", "certificates.secretName=webhook-pair"],
             check: |o| {
                 o.volume_secret("tls") == "webhook-pair"
-                    && o.at(
-                        "Job",
-                        "gateway-dns-certgen-create",
-                        "/spec/template/spec/containers/0/args",
-                    )
-                    .as_array()
-                    .is_some_and(|args| args.contains(&json!("--secret-name=webhook-pair")))
-            },
-        },
-        Effect {
-            value: "certificates.job.image.repository",
-            args: vec![
-                "--set",
-                "certificates.job.image.repository=mirror.example.com/certgen",
-            ],
-            check: |o| o.job_image().starts_with("mirror.example.com/certgen:"),
-        },
-        Effect {
-            value: "certificates.job.image.tag",
-            args: vec!["--set", "certificates.job.image.tag=v9.9.9"],
-            check: |o| o.job_image().ends_with(":v9.9.9"),
-        },
-        Effect {
-            value: "certificates.job.image.pullPolicy",
-            args: vec!["--set", "certificates.job.image.pullPolicy=Always"],
-            check: |o| {
-                o.at(
-                    "Job",
-                    "gateway-dns-certgen-patch",
-                    "/spec/template/spec/containers/0/imagePullPolicy",
-                ) == "Always"
+                    && CERTIFICATE_JOBS.iter().all(|job| {
+                        o.job_args(job)
+                            .contains(&"--secret=gateway-dns/webhook-pair".to_string())
+                    })
+                    && o.at("Role", "gateway-dns-certgen", "/rules/1/resourceNames")
+                        == json!(["webhook-pair"])
             },
         },
         Effect {
@@ -1165,16 +1155,171 @@ impl Objects {
             .to_string()
     }
 
-    fn job_image(&self) -> String {
-        self.at(
-            "Job",
-            "gateway-dns-certgen-create",
-            "/spec/template/spec/containers/0/image",
-        )
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    /// The image of each certificate Job, create then patch.
+    fn job_images(&self) -> Vec<String> {
+        CERTIFICATE_JOBS
+            .iter()
+            .map(|job| {
+                self.at("Job", job, "/spec/template/spec/containers/0/image")
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
     }
+
+    fn job_args(&self, job: &str) -> Vec<String> {
+        self.at("Job", job, "/spec/template/spec/containers/0/args")
+            .as_array()
+            .map(|args| {
+                args.iter()
+                    .filter_map(|arg| arg.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The certificate Jobs of certificates.source job, in the order they run.
+const CERTIFICATE_JOBS: [&str; 2] = ["gateway-dns-certgen-create", "gateway-dns-certgen-patch"];
+
+/// Every `image` field of a render, wherever it is.
+fn images(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("image", Value::String(image)) => found.push(image.clone()),
+                    _ => images(value, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| images(item, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn certificate_jobs_run_gateway_dns_certs_from_the_chart_image() {
+    let docs = rendered(
+        &[],
+        &["--set", "image.repository=registry.example.com/gateway-dns"],
+    );
+    let image = format!(
+        "registry.example.com/gateway-dns:{}",
+        env!("CARGO_PKG_VERSION")
+    );
+    // One image for everything the chart runs: an air-gapped install mirrors only that one.
+    let mut found = Vec::new();
+    for doc in &docs {
+        images(&doc.value, &mut found);
+    }
+    assert_eq!(found, vec![image.clone(); 3], "every image in the render");
+
+    let o = Objects::of(&docs);
+    assert_eq!(o.container("/image"), image.as_str());
+    assert_eq!(o.job_images(), [image.clone(), image]);
+    assert_eq!(
+        o.job_args("gateway-dns-certgen-create"),
+        [
+            "certs",
+            "--secret=gateway-dns/gateway-dns-tls",
+            "--service-name=gateway-dns",
+            "--service-namespace=gateway-dns",
+        ]
+    );
+    assert_eq!(
+        o.job_args("gateway-dns-certgen-patch"),
+        [
+            "certs",
+            "--secret=gateway-dns/gateway-dns-tls",
+            "--patch-webhook=gateway-dns",
+        ]
+    );
+    for job in CERTIFICATE_JOBS {
+        let pod = |pointer: &str| o.at("Job", job, &format!("/spec/template/spec{pointer}"));
+        assert_eq!(pod("/serviceAccountName"), "gateway-dns-certgen", "{job}");
+        // The restricted Pod Security Standard, as the namespace enforces it.
+        assert_eq!(
+            pod("/securityContext"),
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                   "seccompProfile": {"type": "RuntimeDefault"}}),
+            "{job}"
+        );
+        assert_eq!(
+            pod("/containers/0/securityContext"),
+            json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                   "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]},
+                   "seccompProfile": {"type": "RuntimeDefault"}}),
+            "{job}"
+        );
+    }
+
+    // Exactly what `certs` uses: create any Secret (the API server cannot check a name that
+    // does not exist yet), read and renew its own, read and update its own webhook.
+    assert_eq!(
+        o.at("Role", "gateway-dns-certgen", "/rules"),
+        json!([
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["gateway-dns-tls"],
+             "verbs": ["get", "update"]},
+        ])
+    );
+    assert_eq!(
+        o.at("ClusterRole", "gateway-dns-certgen", "/rules"),
+        json!([{"apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["validatingwebhookconfigurations"],
+                "resourceNames": ["gateway-dns"], "verbs": ["get", "update"]}])
+    );
+    let subject = json!([{"kind": "ServiceAccount", "name": "gateway-dns-certgen",
+                          "namespace": "gateway-dns"}]);
+    for kind in ["RoleBinding", "ClusterRoleBinding"] {
+        assert_eq!(
+            o.at(kind, "gateway-dns-certgen", "/subjects"),
+            subject,
+            "{kind}"
+        );
+        let role = kind.trim_end_matches("Binding");
+        assert_eq!(
+            o.at(kind, "gateway-dns-certgen", "/roleRef"),
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role,
+                   "name": "gateway-dns-certgen"}),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn certificate_jobs_follow_the_release_name_and_namespace() {
+    let docs = yaml_docs(
+        "helm template edge",
+        &render_release("edge", "dns", &[], &[]).ok(),
+    );
+    let objects = by_key(&docs);
+    let args = |job: &str| {
+        objects
+            .get(&("Job".to_string(), "dns".to_string(), job.to_string()))
+            .and_then(|job| job.pointer("/spec/template/spec/containers/0/args"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        args("edge-gateway-dns-certgen-create"),
+        json!([
+            "certs",
+            "--secret=dns/edge-gateway-dns-tls",
+            "--service-name=edge-gateway-dns",
+            "--service-namespace=dns",
+        ])
+    );
+    assert_eq!(
+        args("edge-gateway-dns-certgen-patch"),
+        json!([
+            "certs",
+            "--secret=dns/edge-gateway-dns-tls",
+            "--patch-webhook=edge-gateway-dns",
+        ])
+    );
 }
 
 /// Values of the schema without a render test here, each with the reason. Kept empty: a new

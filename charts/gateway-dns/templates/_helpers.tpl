@@ -12,6 +12,11 @@ Names. Every object is named after the release, so that with the release name "g
 {{- end -}}
 {{- end -}}
 
+{{/* gateway-dns's image: the Deployment's and the certificate Jobs'. */}}
+{{- define "gateway-dns.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
 {{- define "gateway-dns.tlsSecretName" -}}
 {{- .Values.certificates.secretName | default (printf "%s-tls" (include "gateway-dns.fullname" .)) -}}
 {{- end -}}
