@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use super::{EXIT_INPUT, EXIT_OK};
 use crate::cli::CertsArgs;
 use crate::webhook::certs;
-use crate::webhook::certs_in_cluster::{self, SecretOutcome, SecretRef, WebhookOutcome};
+use crate::webhook::certs_in_cluster::{self, SecretOutcome, SecretRef, WebhookOutcome, utc};
 
 /// Runs `certs`; returns the process exit code.
 pub fn run(args: &CertsArgs) -> u8 {
@@ -78,15 +78,17 @@ fn in_cluster(args: &CertsArgs, secret: &SecretRef) -> anyhow::Result<()> {
                 match outcome {
                     SecretOutcome::Created { expires } => println!(
                         "created Secret {secret}: a new CA and a certificate for {service}, \
-                         valid until {expires}"
+                         valid until {}",
+                        utc(expires)
                     ),
                     SecretOutcome::Kept { expires } => println!(
-                        "kept Secret {secret}: its certificate is good for {service} until \
-                         {expires}"
+                        "kept Secret {secret}: its certificate is good for {service} until {}",
+                        utc(expires)
                     ),
                     SecretOutcome::Replaced { reason, expires } => println!(
                         "replaced the pair in Secret {secret} ({reason}): a new CA and a \
-                         certificate for {service}, valid until {expires}"
+                         certificate for {service}, valid until {}",
+                        utc(expires)
                     ),
                 }
             }

@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
-use rustls::RootCertStore;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, RootCertStore};
 use time::{Duration, OffsetDateTime};
 
 use super::certs::{self, CA_CERT_FILE, GeneratedCerts, TLS_CERT_FILE, TLS_KEY_FILE};
@@ -46,11 +46,12 @@ impl std::fmt::Display for SecretRef {
 pub enum Error {
     #[error(transparent)]
     Generate(#[from] certs::Error),
-    #[error("cannot {action} Secret {secret}: {source}")]
+    // `cause`, not `source`: kube's own text of a refusal repeats it with Rust debug output.
+    #[error("cannot {action} Secret {secret}: {}", describe(.cause))]
     Secret {
         action: &'static str,
         secret: SecretRef,
-        source: kube::Error,
+        cause: kube::Error,
     },
     #[error(
         "Secret {secret} does not exist: make it first with `gateway-dns certs --secret {secret}`"
@@ -60,11 +61,11 @@ pub enum Error {
     NoCa { secret: SecretRef },
     #[error("the {CA_CERT_FILE} of Secret {secret} holds no PEM certificate")]
     BadCa { secret: SecretRef },
-    #[error("cannot {action} ValidatingWebhookConfiguration {name}: {source}")]
+    #[error("cannot {action} ValidatingWebhookConfiguration {name}: {}", describe(.cause))]
     Webhook {
         action: &'static str,
         name: String,
-        source: kube::Error,
+        cause: kube::Error,
     },
     #[error("ValidatingWebhookConfiguration {name} does not exist")]
     WebhookMissing { name: String },
@@ -111,16 +112,16 @@ pub async fn ensure_secret(
     let api: Api<Secret> = Api::namespaced(client, &secret.namespace);
     let error = |action| {
         let secret = secret.clone();
-        move |source| Error::Secret {
+        move |cause| Error::Secret {
             action,
             secret,
-            source,
+            cause,
         }
     };
     for _ in 0..ATTEMPTS {
         let Some(mut existing) = api.get_opt(&secret.name).await.map_err(error("read"))? else {
             let pair = certs::generate(service, namespace)?;
-            let expires = expiry(&pair.cert_pem).unwrap_or_else(OffsetDateTime::now_utc);
+            let expires = expiry(&pair);
             let object = Secret {
                 metadata: ObjectMeta {
                     name: Some(secret.name.clone()),
@@ -138,7 +139,7 @@ pub async fn ensure_secret(
             match api.create(&PostParams::default(), &object).await {
                 Ok(_) => return Ok(SecretOutcome::Created { expires }),
                 Err(kube::Error::Api(status)) if status.is_already_exists() => continue,
-                Err(source) => return Err(error("create")(source)),
+                Err(cause) => return Err(error("create")(cause)),
             }
         };
         let data = existing.data.clone().unwrap_or_default();
@@ -148,7 +149,7 @@ pub async fn ensure_secret(
             Err(stale) => stale,
         };
         let pair = certs::generate(service, namespace)?;
-        let expires = expiry(&pair.cert_pem).unwrap_or_else(OffsetDateTime::now_utc);
+        let expires = expiry(&pair);
         // Other keys, labels and the type (immutable) stay; the resourceVersion read above makes
         // the replace fail rather than overwrite a concurrent change.
         let mut merged = data;
@@ -161,7 +162,7 @@ pub async fn ensure_secret(
         {
             Ok(_) => return Ok(SecretOutcome::Replaced { reason, expires }),
             Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-            Err(source) => return Err(error("update")(source)),
+            Err(cause) => return Err(error("update")(cause)),
         }
     }
     Err(Error::Contended {
@@ -180,10 +181,10 @@ pub async fn patch_webhook(
     let found = secrets
         .get_opt(&secret.name)
         .await
-        .map_err(|source| Error::Secret {
+        .map_err(|cause| Error::Secret {
             action: "read",
             secret: secret.clone(),
-            source,
+            cause,
         })?
         .ok_or_else(|| Error::SecretMissing {
             secret: secret.clone(),
@@ -203,10 +204,10 @@ pub async fn patch_webhook(
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client);
     let error = |action| {
         let name = name.to_string();
-        move |source| Error::Webhook {
+        move |cause| Error::Webhook {
             action,
             name,
-            source,
+            cause,
         }
     };
     for _ in 0..ATTEMPTS {
@@ -239,12 +240,20 @@ pub async fn patch_webhook(
         {
             Ok(_) => return Ok(WebhookOutcome::Patched { webhooks: count }),
             Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-            Err(source) => return Err(error("update")(source)),
+            Err(cause) => return Err(error("update")(cause)),
         }
     }
     Err(Error::Contended {
         what: format!("ValidatingWebhookConfiguration {name}"),
     })
+}
+
+/// The API server's own words for a refusal, else the client's error.
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
+        other => other.to_string(),
+    }
 }
 
 fn secret_data(pair: &GeneratedCerts) -> BTreeMap<String, ByteString> {
@@ -285,14 +294,16 @@ pub fn check_pair(
     let expires = not_after(&chain[0]).ok_or("its serving certificate cannot be parsed")?;
     if expires < renew_from {
         return Err(format!(
-            "its serving certificate expires {expires} (renewed within {RENEW_BEFORE_DAYS} days)"
+            "its serving certificate ends {} (renewed within {RENEW_BEFORE_DAYS} days)",
+            utc(expires)
         ));
     }
     for anchor in &anchors {
         let ca_end = not_after(anchor).ok_or("its CA certificate cannot be parsed")?;
         if ca_end < renew_from {
             return Err(format!(
-                "its CA certificate expires {ca_end} (renewed within {RENEW_BEFORE_DAYS} days)"
+                "its CA certificate ends {} (renewed within {RENEW_BEFORE_DAYS} days)",
+                utc(ca_end)
             ));
         }
     }
@@ -315,7 +326,13 @@ pub fn check_pair(
             .map_err(|err| format!("{host} is not a server name: {err}"))?;
         verifier
             .verify_server_cert(&chain[0], &chain[1..], &name, &[], at)
-            .map_err(|err| format!("its certificate is not valid for {host}: {err}"))?;
+            .map_err(|err| match err {
+                rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                ) => format!("its certificate does not name {host}"),
+                other => format!("its certificate is not valid for {host}: {other}"),
+            })?;
     }
     Ok(expires)
 }
@@ -333,9 +350,25 @@ fn not_after(certificate: &CertificateDer<'_>) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp(parsed.validity().not_after.timestamp()).ok()
 }
 
-/// The end of the first certificate of a PEM text.
-fn expiry(pem: &str) -> Option<OffsetDateTime> {
-    not_after(parse_pem_certificates(pem.as_bytes())?.first()?)
+/// `2026-05-04T03:02:01Z`, for people and logs alike.
+pub fn utc(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
+}
+
+/// The end of a freshly generated serving certificate.
+fn expiry(pair: &GeneratedCerts) -> OffsetDateTime {
+    parse_pem_certificates(pair.cert_pem.as_bytes())
+        .and_then(|chain| not_after(chain.first()?))
+        .unwrap_or_else(|| OffsetDateTime::now_utc() + Duration::days(certs::SERVING_VALIDITY_DAYS))
 }
 
 #[cfg(test)]
@@ -353,7 +386,13 @@ mod tests {
         let expires = check_pair(&data(&pair), "gw", "infra", now).unwrap();
         assert!(expires > now + Duration::days(300));
         let other = check_pair(&data(&pair), "gw", "other", now).unwrap_err();
-        assert!(other.contains("not valid for gw.other"), "{other}");
+        assert_eq!(other, "its certificate does not name gw.other");
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        let at = OffsetDateTime::from_unix_timestamp(1_777_777_777).unwrap();
+        assert_eq!(utc(at), "2026-05-03T03:09:37Z");
     }
 
     #[test]
@@ -361,7 +400,7 @@ mod tests {
         let pair = certs::generate("gw", "infra").unwrap();
         let later = OffsetDateTime::now_utc() + Duration::days(certs::SERVING_VALIDITY_DAYS - 10);
         let stale = check_pair(&data(&pair), "gw", "infra", later).unwrap_err();
-        assert!(stale.contains("expires"), "{stale}");
+        assert!(stale.contains("serving certificate ends"), "{stale}");
     }
 
     #[test]
