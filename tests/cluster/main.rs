@@ -6,6 +6,7 @@
 mod support;
 
 mod api;
+mod certs;
 mod check;
 mod dev_cluster;
 mod explain;
