@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing (Debian packages), builds the test control
-# plane (etcd, kube-apiserver and kubectl from the Kubernetes Go modules, cached) and the peer
+# plane (etcd, kube-apiserver, kubectl and a node's kubelet, kube-proxy, scheduler and
+# controller manager from the Kubernetes Go modules, cached) and the peer
 # (external-dns from its Go module, cached), then runs every check and test:
 # gofmt and go vet, cargo fmt, clippy, every test binary, and each fuzz target for 30 s.
 # Usage: scripts/test.sh   (as root, or with sudo available for apt-get; needs Go and Rust)
@@ -12,7 +13,10 @@ sudo_cmd=""
 
 # prometheus: its promtool checks the alerting rules and the exported metrics (the server never starts).
 # bash, zsh and fish load the completion scripts; groff renders the man pages.
-packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 curl prometheus bash zsh fish groff-base)
+# containerd, runc, the CNI plugins, iptables and conntrack run the test node (tests/node);
+# buildah builds the image from the Dockerfile for it.
+packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 curl prometheus bash zsh fish groff-base
+  containerd runc containernetworking-plugins buildah iptables conntrack iproute2 binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

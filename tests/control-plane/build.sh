@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kubectl and the `cluster` tool that drives
-# them) from the Kubernetes Go modules pinned in go.mod, helm from its Go module (a `tool` in
-# go.mod), and copies CRDs beside them: the Gateway API's from the pinned sigs.k8s.io/gateway-api
+# them) and a node's programs (kubelet, kube-proxy, kube-scheduler, kube-controller-manager and
+# the sandbox image's `pause`) from the Kubernetes Go modules pinned in go.mod, helm from its Go
+# module (a `tool` in go.mod), and copies CRDs beside them: the Gateway API's from the pinned sigs.k8s.io/gateway-api
 # module, and the few of cert-manager and prometheus-operator that the chart and the monitoring
 # bundle create (pinned below by version and checksum):
 #
 #   OUT/bin/{cluster,etcd,kube-apiserver,kubectl,helm}
+#   OUT/bin/{kubelet,kube-proxy,kube-scheduler,kube-controller-manager,pause}   the test node's
 #   OUT/crds/{standard,experimental}/*.yaml
 #   OUT/crds/{cert-manager,prometheus-operator}/*.yaml
 #

@@ -83,7 +83,7 @@ func ensurePKI(dir string) error {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.96.0.1")},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.96.0.1"), net.ParseIP(nodeIP)},
 	}); err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 
 // writeKubeconfig writes DIR/kubeconfig for the admin user, with the certificates inlined so the
 // file works from any directory.
-func writeKubeconfig(dir string, port int) error {
+func writeKubeconfig(dir, host string, port int) error {
 	read := func(name string) (string, error) {
 		data, err := os.ReadFile(filepath.Join(dir, "pki", name))
 		if err != nil {
@@ -164,7 +164,7 @@ kind: Config
 clusters:
 - name: test
   cluster:
-    server: https://127.0.0.1:%d
+    server: https://%s:%d
     certificate-authority-data: %s
 users:
 - name: admin
@@ -177,6 +177,6 @@ contexts:
     cluster: test
     user: admin
 current-context: admin@test
-`, port, ca, cert, key)
+`, host, port, ca, cert, key)
 	return os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte(config), 0o600)
 }

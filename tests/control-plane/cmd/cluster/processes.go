@@ -30,6 +30,16 @@ type state struct {
 	EtcdPeerPort   int      `json:"etcdPeerPort"`
 	APIServerPort  int      `json:"apiServerPort"`
 	APIServerArgs  []string `json:"apiServerArgs"`
+	// APIServerHost is the address the API server listens on: loopback, or the node's address
+	// when the cluster has a node.
+	APIServerHost string `json:"apiServerHost,omitempty"`
+}
+
+func (s state) host() string {
+	if s.APIServerHost == "" {
+		return "127.0.0.1"
+	}
+	return s.APIServerHost
 }
 
 func statePath(dir string) string { return filepath.Join(dir, "run", "state.json") }
@@ -250,9 +260,12 @@ func running(dir string) bool {
 func down(dir string) error { return stopAll(dir, true) }
 
 func stopAll(dir string, withWatchdog bool) error {
+	// The node first, while the API server still runs: its pods are deleted through it. The
+	// rest is stopped even when the node could not put everything back.
+	nodeErr := nodeDown(dir)
 	entries, err := os.ReadDir(filepath.Join(dir, "run"))
 	if os.IsNotExist(err) {
-		return nil
+		return nodeErr
 	} else if err != nil {
 		return err
 	}
@@ -272,7 +285,7 @@ func stopAll(dir string, withWatchdog bool) error {
 			return err
 		}
 	}
-	return nil
+	return nodeErr
 }
 
 // httpReady reports whether GET url answers 200 within a second.

@@ -25,6 +25,8 @@ func cmdUp(args []string) error {
 	fs.Var(&skip, "skip-crd", "a Gateway API resource (plural) not to install; repeatable")
 	fs.Var(&extra, "apiserver-arg", "an extra kube-apiserver argument, e.g. --watch-cache=false; repeatable")
 	watchPid := fs.Int("watch-pid", 0, "stop everything when this process exits (for tests)")
+	node := fs.Bool("node", false, "also start a node (containerd, kubelet, kube-proxy, scheduler, controller manager); one per machine")
+	images := fs.String("images", "", "with --node: a directory of OCI archives (*.tar) to import into the node's containerd, the sandbox image among them")
 	dir, err := parseWithDir(fs, args)
 	if err != nil {
 		return err
@@ -32,7 +34,10 @@ func cmdUp(args []string) error {
 	if running(dir) {
 		return fmt.Errorf("a cluster already runs under %s (run `down` first)", dir)
 	}
-	if err := up(dir, extra, *watchPid); err != nil {
+	if *node && *images == "" {
+		return fmt.Errorf("--node needs --images DIR (tests/control-plane/images.sh makes it)")
+	}
+	if err := up(dir, extra, *watchPid, *node); err != nil {
 		// Leave nothing half-started behind.
 		_ = down(dir)
 		return err
@@ -42,11 +47,17 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
+	if *node {
+		if err := nodeUp(dir, *images); err != nil {
+			_ = down(dir)
+			return err
+		}
+	}
 	s, err := readState(dir)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("kube-apiserver ready at https://127.0.0.1:%d\nexport KUBECONFIG=%s\n", s.APIServerPort, filepath.Join(dir, "kubeconfig"))
+	fmt.Printf("kube-apiserver ready at https://%s:%d\nexport KUBECONFIG=%s\n", s.host(), s.APIServerPort, filepath.Join(dir, "kubeconfig"))
 	return nil
 }
 
@@ -72,7 +83,7 @@ func parseWithDir(fs *flag.FlagSet, args []string) (string, error) {
 
 // up starts etcd and kube-apiserver under dir, where nothing runs. A directory whose cluster
 // was stopped starts afresh: its etcd data and logs go, its certificates stay.
-func up(dir string, extraArgs []string, watchPid int) error {
+func up(dir string, extraArgs []string, watchPid int, node bool) error {
 	for _, sub := range []string{"etcd", "logs", "run"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return err
@@ -94,6 +105,14 @@ func up(dir string, extraArgs []string, watchPid int) error {
 		}
 	}
 	pki := filepath.Join(dir, "pki")
+	var nodeArgs []string
+	if node {
+		if err := nodePrepare(dir); err != nil {
+			return err
+		}
+		s.APIServerHost = nodeIP
+		nodeArgs = nodeAPIServerArgs(dir)
+	}
 	s.APIServerArgs = append([]string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", s.EtcdClientPort),
 		"--bind-address=127.0.0.1",
@@ -112,11 +131,11 @@ func up(dir string, extraArgs []string, watchPid int) error {
 		"--profiling=false",
 		// The kubernetes Service cannot point at a loopback address; nothing here needs it.
 		"--endpoint-reconciler-type=none",
-	}, extraArgs...)
+	}, append(nodeArgs, extraArgs...)...)
 	if err := writeState(dir, s); err != nil {
 		return err
 	}
-	if err := writeKubeconfig(dir, s.APIServerPort); err != nil {
+	if err := writeKubeconfig(dir, s.host(), s.APIServerPort); err != nil {
 		return err
 	}
 	if kubectl, err := binary("kubectl"); err == nil {
@@ -179,7 +198,7 @@ func startAPIServer(dir string) error {
 	if err != nil {
 		return err
 	}
-	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz", s.APIServerPort)
+	readyz := fmt.Sprintf("https://%s:%d/readyz", s.host(), s.APIServerPort)
 	return p.waitFor(dir, 180*time.Second, func() bool { return httpReady(client, readyz) })
 }
 
