@@ -116,6 +116,10 @@ struct Process {
     tasks: JoinSet<Result<()>>,
     /// Kept apart from the tasks so that a shutdown can free the Lease after they stopped.
     election: Option<LeaderElection>,
+    /// Turns true on SIGTERM: the webhook stops accepting and lets its connections drain.
+    stopping: watch::Sender<bool>,
+    /// Closed when the webhook server has drained.
+    webhook_drained: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 /// The running source.
@@ -143,6 +147,8 @@ impl Process {
             readiness: Readiness::new(),
             tasks: JoinSet::new(),
             election: None,
+            stopping: watch::channel(false).0,
+            webhook_drained: None,
         }
     }
 
@@ -389,6 +395,16 @@ impl Process {
         let outcome = tokio::select! {
             () = shutdown_signal() => {
                 tracing::info!("shutting down");
+                // The webhook answers what it has started, and closes keep-alive connections
+                // so that their clients go to another replica, before the process ends.
+                let _ = self.stopping.send(true);
+                if let Some(drained) = self.webhook_drained.take() {
+                    let _ = tokio::time::timeout(
+                        server::SHUTDOWN_GRACE + Duration::from_secs(1),
+                        drained,
+                    )
+                    .await;
+                }
                 Ok(0)
             }
             Some(result) = self.tasks.join_next() => match result {
@@ -687,18 +703,19 @@ async fn start_webhook(args: &ServeArgs, process: &mut Process) -> Result<()> {
         None => tls_runtime.server_config.clone(),
     };
     let listener_options = listener_options(args, &process.metrics, "webhook");
+    let mut stopping = process.stopping.subscribe();
+    let (drained, drained_receiver) = tokio::sync::oneshot::channel();
+    process.webhook_drained = Some(drained_receiver);
     process.tasks.spawn(async move {
         // Keep the TLS runtime (and its reloader) alive as long as the server runs.
         let _tls_runtime = tls_runtime;
-        server::serve_tls_with(
-            listener,
-            config,
-            app,
-            readiness,
-            listener_options,
-            std::future::pending::<()>(),
-        )
-        .await?;
+        let stop = async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        };
+        server::serve_tls_with(listener, config, app, readiness, listener_options, stop).await?;
+        let _ = drained.send(());
+        // Drained: this task waits to be stopped with the others.
+        std::future::pending::<()>().await;
         Ok(())
     });
     Ok(())

@@ -39,7 +39,12 @@ use crate::net::{CapObserver, ConnectionGuard, ConnectionLimits, ConnectionTable
 
 const MAX_HTTP2_STREAMS: u32 = 256;
 /// How long in-flight requests may finish after shutdown is requested.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// After shutdown is requested, how long an HTTP/1.1 connection stays open, answering with
+/// `Connection: close`, before it is closed. A keep-alive client (kube-apiserver) learns of the
+/// shutdown only from such an answer; closing an idle connection at once races with a request
+/// it may be sending on it, which then fails instead of going to another replica.
+const DRAIN_LINGER: Duration = Duration::from_secs(3);
 /// How long an idle or evicted connection may take to say goodbye (h2 GOAWAY) before it is
 /// dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -219,7 +224,11 @@ async fn serve_connections(
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut shutdown => {
+                // Refused rather than left waiting in the backlog: new connections go elsewhere.
+                drop(listener);
+                break;
+            }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
@@ -320,14 +329,31 @@ async fn serve_http<I>(
         .keep_alive_interval(options.http2_keepalive_interval)
         .keep_alive_timeout(options.http2_keepalive_interval);
     let guard = Arc::new(guard);
+    // h2 clients hear of a shutdown from GOAWAY at once; HTTP/1.1 ones from a closing answer.
+    let http2 = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let service = {
         let guard = guard.clone();
+        let http2 = http2.clone();
+        let draining = stop.clone();
         hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
             // Counted from the request's start to its answer: only then is the connection busy.
             let in_progress = guard.begin_request();
             let app = app.clone();
+            let version = request.version();
+            if version == axum::http::Version::HTTP_2 {
+                http2.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let draining = draining.clone();
             async move {
-                let response = app.oneshot(request.map(Body::new)).await;
+                let mut response = app.oneshot(request.map(Body::new)).await;
+                if *draining.borrow()
+                    && version < axum::http::Version::HTTP_2
+                    && let Ok(response) = response.as_mut()
+                {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
                 drop(in_progress);
                 response
             }
@@ -348,6 +374,15 @@ async fn serve_http<I>(
     let result = match ended {
         Ended::Finished(result) => result,
         Ended::Stopping => {
+            if !http2.load(std::sync::atomic::Ordering::Relaxed) {
+                // Open a little longer: a request sent now is answered, with `Connection: close`.
+                if let Ok(result) = tokio::time::timeout(DRAIN_LINGER, connection.as_mut()).await {
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                    return;
+                }
+            }
             connection.as_mut().graceful_shutdown();
             connection.await
         }

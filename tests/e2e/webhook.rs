@@ -732,6 +732,60 @@ async fn shutdown_lets_an_open_request_finish() {
     );
 }
 
+/// A keep-alive client (kube-apiserver) learns of a shutdown only from the server. An idle
+/// HTTP/1.1 connection stays open a little after stop and answers a request sent on it, with
+/// `Connection: close`, instead of being closed under it; an h2 one hears GOAWAY at once.
+#[tokio::test]
+async fn shutdown_answers_a_request_on_an_idle_keep_alive_connection_and_closes_it() {
+    let webhook = start_default().await;
+    let http1 = crate::support::webhook::client_tls_config(
+        &[&webhook.ca_pem],
+        &[b"http/1.1"],
+        &[&rustls::version::TLS13],
+    );
+    let mut idle = HttpsConnection::connect_with(webhook.addr, http1, &service_host())
+        .await
+        .unwrap();
+    let (status, _) = idle.post_review(&review("before", "web", "allow")).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut h2 = webhook.connect().await;
+    assert_eq!(h2.alpn.as_deref(), Some(&b"h2"[..]));
+    h2.post_review(&review("h2-before", "web", "allow")).await;
+
+    let stopping = tokio::spawn(webhook.stop());
+    // The stop has begun: the h2 client is told to go elsewhere (GOAWAY) ...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = h2
+        .send(
+            Method::POST,
+            VALIDATE_PATH,
+            &[("content-type", "application/json")],
+            "{}",
+        )
+        .await;
+    assert!(
+        refused.is_err(),
+        "an h2 request after GOAWAY was served: {refused:?}"
+    );
+    // ... and the idle HTTP/1.1 connection answers, saying it closes.
+    let reply = idle
+        .send(
+            Method::POST,
+            VALIDATE_PATH,
+            &[("content-type", "application/json")],
+            serde_json::to_vec(&review("after", "web", "allow")).unwrap(),
+        )
+        .await
+        .expect("a request on an idle connection during the drain is answered");
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["response"]["uid"], "after");
+    assert_eq!(reply.headers.get("connection").unwrap(), "close");
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("the server stops after the drain")
+        .unwrap();
+}
+
 #[tokio::test]
 async fn run_webhook_fails_fast_on_a_bad_pair_and_serves_a_good_one() {
     let directory = tempfile::tempdir().unwrap();
