@@ -89,6 +89,9 @@ pub struct Options {
     /// Gateway API resources (plurals) left out of the install.
     pub skip_crds: Vec<String>,
     pub apiserver_args: Vec<String>,
+    /// A node beside the control plane (one per machine), with the images (OCI or Docker
+    /// archives) in this directory imported into its containerd.
+    pub node_images: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -97,6 +100,7 @@ impl Default for Options {
             gateway_api: GatewayApi::Experimental,
             skip_crds: Vec::new(),
             apiserver_args: Vec::new(),
+            node_images: None,
         }
     }
 }
@@ -158,6 +162,9 @@ impl ControlPlane {
         }
         for arg in &options.apiserver_args {
             command.arg(format!("--apiserver-arg={arg}"));
+        }
+        if let Some(images) = &options.node_images {
+            command.arg("--node").arg("--images").arg(images);
         }
         let run = Run::from(command.output().expect("the cluster tool runs"));
         assert!(
