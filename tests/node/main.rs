@@ -294,6 +294,17 @@ fn main() -> ExitCode {
     let mut failed = Vec::new();
     if !chosen.is_empty() {
         let _ = tools();
+        // /proc/self belongs to the process's effective user.
+        let root = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata("/proc/self").expect("/proc is mounted"),
+        ) == 0;
+        if !root {
+            eprintln!(
+                "tests/node needs root: it runs containerd and a kubelet, and changes iptables, \
+                 mounts and cgroups (which it puts back). Run it as root, as scripts/test.sh does."
+            );
+            return ExitCode::FAILURE;
+        }
         let node = std::panic::catch_unwind(Node::start);
         match node {
             Ok(node) => {

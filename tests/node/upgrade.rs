@@ -1,11 +1,50 @@
 //! `helm upgrade` with a changed value while routes are applied and deleted, under a webhook
-//! that fails closed: no admission fails, and the Lease passes to a pod of the new ReplicaSet.
+//! that fails closed: no admission fails, and the Lease passes to a pod of the new ReplicaSet
+//! with no double write: the replicas write a real BIND (RFC 2136) on the node's address, whose
+//! log shows which pod sent each UPDATE, and no pod writes again once another has.
 
 use std::time::{Duration, Instant};
 
-use crate::{Node, Repeated, kubectl_at, route_yaml};
+use crate::support::bind::{self, Bind};
+use crate::support::dig;
+use crate::{NAMESPACE, NODE_IP, Node, Repeated, kubectl_at, route_yaml};
 
 pub fn a_rolling_upgrade_fails_no_admission_and_hands_the_lease_over(node: &Node) {
+    // The replicas write BIND, which pods reach on the node's address.
+    let bind = Bind::start("example.com", "");
+    bind.also_listen_on(NODE_IP.parse().unwrap());
+    node.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "gateway-dns-rfc2136-tsig",
+        "-n",
+        NAMESPACE,
+        &format!("--from-literal=secret={}", bind::SECRET),
+    ])
+    .ok();
+    let server = format!("dns.rfc2136.server={NODE_IP}:{}", bind.port);
+    let key = format!("dns.rfc2136.tsigKeyName={}", bind::KEY_NAME);
+    let run = node.helm_install(&[
+        "--reuse-values",
+        "--set",
+        "dns.provider=rfc2136",
+        "--set",
+        &server,
+        "--set",
+        &key,
+    ]);
+    assert!(run.success, "{run:?}");
+    node.wait_for(
+        "the leader publishes app.example.com",
+        Duration::from_secs(90),
+        || dig::query(bind.addr(), "app.example.com", "A", false).data("A") == ["203.0.113.10"],
+    );
+    let ips_before: Vec<(String, String)> = node
+        .pods()
+        .into_iter()
+        .map(|(name, ip, _)| (ip, name))
+        .collect();
     let before: Vec<String> = node.pods().into_iter().map(|(name, _, _)| name).collect();
     // A leader that stops frees the Lease; the next one takes it within a retry period.
     node.wait_for("a pod holds the Lease", Duration::from_secs(60), || {
@@ -57,6 +96,17 @@ pub fn a_rolling_upgrade_fails_no_admission_and_hands_the_lease_over(node: &Node
                 .iter()
                 .all(|(name, _, ready)| *ready && !before.contains(name))
     });
+    // The Lease moved to a new pod, which writes the churn from then on.
+    let after: Vec<(String, String, bool)> = node.pods();
+    node.wait_for("a new pod holds the Lease", Duration::from_secs(60), || {
+        node.lease_holder()
+            .is_some_and(|h| after.iter().any(|(name, _, _)| *name == h))
+    });
+    node.wait_for("the new leader writes", Duration::from_secs(60), || {
+        bind.update_sources()
+            .iter()
+            .any(|source| after.iter().any(|(_, ip, _)| ip == source))
+    });
     let (changes, failures) = churn.stop();
     assert!(run.success, "helm upgrade: {run:?}");
     println!(
@@ -69,16 +119,47 @@ pub fn a_rolling_upgrade_fails_no_admission_and_hands_the_lease_over(node: &Node
         failures.is_empty(),
         "admissions failed during the upgrade: {failures:#?}"
     );
-
-    // The Lease moved to a new pod, handed over rather than left to expire.
-    let after: Vec<String> = node.pods().into_iter().map(|(name, _, _)| name).collect();
-    node.wait_for("a new pod holds the Lease", Duration::from_secs(60), || {
-        node.lease_holder().is_some_and(|h| after.contains(&h))
-    });
     assert_ne!(
         acquired(node),
         acquired_before,
         "the Lease was not acquired again"
     );
     assert_ne!(node.lease_holder(), Some(leader));
+
+    // One writer at a time: in BIND's order of UPDATEs, a pod that has been followed by
+    // another never writes again.
+    let mut names = ips_before;
+    names.extend(after.into_iter().map(|(name, ip, _)| (ip, name)));
+    let pod_of = |ip: &str| -> String {
+        names
+            .iter()
+            .find(|(address, _)| address == ip)
+            .map_or_else(|| ip.to_string(), |(_, name)| name.clone())
+    };
+    let sources = bind.update_sources();
+    let mut writers: Vec<&String> = Vec::new();
+    for source in &sources {
+        if writers.last() != Some(&source) {
+            assert!(
+                !writers.contains(&source),
+                "{} wrote again after {}: {:?}",
+                pod_of(source),
+                pod_of(writers[writers.len() - 1]),
+                writers.iter().map(|w| pod_of(w)).collect::<Vec<_>>()
+            );
+            writers.push(source);
+        }
+    }
+    println!(
+        "{} UPDATEs applied by BIND, from {} writers in turn: {}",
+        sources.len(),
+        writers.len(),
+        writers
+            .iter()
+            .map(|w| pod_of(w))
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    );
+    assert!(sources.len() >= 20, "only {} UPDATEs", sources.len());
+    assert!(writers.len() >= 2, "the writer did not change: {writers:?}");
 }

@@ -173,6 +173,40 @@ impl Bind {
         assert!(status.success(), "kill -HUP {pid}");
     }
 
+    /// Listens on `ip` too (e.g. a test node's address, for pods), same port: the configuration
+    /// is rewritten and reloaded (SIGHUP). Returns once the zone answers there.
+    pub fn also_listen_on(&self, ip: std::net::IpAddr) {
+        let path = self.dir.path().join("named.conf");
+        let conf = fs::read_to_string(&path).expect("read named.conf");
+        let from = format!("listen-on port {} {{ 127.0.0.1; }};", self.port);
+        assert!(conf.contains(&from), "named.conf listens elsewhere already");
+        let to = format!("listen-on port {} {{ 127.0.0.1; {ip}; }};", self.port);
+        fs::write(&path, conf.replace(&from, &to)).expect("write named.conf");
+        let pid = self.child.as_ref().expect("BIND running").id();
+        let status = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("kill -HUP");
+        assert!(status.success(), "kill -HUP {pid}");
+        let addr = SocketAddr::new(ip, self.port);
+        wait_until(&format!("BIND on {addr}"), Duration::from_secs(20), || {
+            dig::query(addr, &self.zone, "SOA", false).status == "NOERROR"
+        });
+    }
+
+    /// The source address of each UPDATE BIND applied, in order, from its log.
+    pub fn update_sources(&self) -> Vec<String> {
+        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
+        log.lines()
+            .filter(|line| line.contains("updating zone"))
+            .filter_map(|line| {
+                let client = line.split("client @").nth(1)?;
+                let address = client.split_whitespace().nth(1)?;
+                Some(address.split('#').next()?.to_string())
+            })
+            .collect()
+    }
+
     /// Start BIND on `port` as a secondary of `zone`, pulling it from `primary` with the key
     /// (the hidden-primary setup of docs/install.md); returns once it serves the zone.
     pub fn start_secondary(zone: &str, port: u16, primary: SocketAddr) -> Bind {
