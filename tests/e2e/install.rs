@@ -1687,7 +1687,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 10] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 12] = [
     (
         "kubectl",
         &[
@@ -1706,6 +1706,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 10] = [
         &[
             "--all-targets",
             "--bench",
+            "--bin",
             "--check",
             "--example",
             "--locked",
@@ -1732,6 +1733,10 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 10] = [
         ],
     ),
     ("docker", &["--build-arg"]),
+    // How the tests build the image (tests/control-plane/images.sh).
+    ("buildah", &["--isolation", "--pull"]),
+    // The revision and date of an image build.
+    ("git", &["--format", "--short"]),
     (
         "kube-apiserver",
         &["--admission-control-config-file", "--event-ttl"],
