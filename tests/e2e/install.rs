@@ -1687,7 +1687,7 @@ fn docs_pages() -> Vec<(String, String)> {
 
 /// Long flags other tools take that the docs show, by tool: any other `--flag` in the docs must
 /// be one of gateway-dns's own (or a hidden alias).
-const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 12] = [
+const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 13] = [
     (
         "kubectl",
         &[
@@ -1737,6 +1737,8 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 12] = [
     ("buildah", &["--isolation", "--pull"]),
     // The revision and date of an image build.
     ("git", &["--format", "--short"]),
+    // scripts/dev-cluster's own: a node, with the chart on it.
+    ("dev-cluster", &["--node"]),
     (
         "kube-apiserver",
         &["--admission-control-config-file", "--event-ttl"],
