@@ -80,6 +80,17 @@ pub fn a_killed_leader_is_replaced_and_no_killed_pod_stops_the_webhook(node: &No
                 .iter()
                 .all(|(name, _, ready)| *ready && !originals.contains(name))
     });
+    // Asked until the evicted pods are gone, through their preStop pause and drain.
+    node.wait_for(
+        "the evicted pods are gone",
+        Duration::from_secs(120),
+        || {
+            originals.iter().all(|pod| {
+                let run = node.kubectl(&["get", "pod", pod, "-n", NAMESPACE, "-o", "name"]);
+                !run.success && run.stderr.contains("NotFound")
+            })
+        },
+    );
     let (asked, failures) = asking.stop();
     println!(
         "3 pods evicted in turn: {asked} dry runs, {} failed",
