@@ -82,13 +82,7 @@ pub fn the_embedded_server_answers_through_its_service_and_keeps_answering_in_a_
     let started = Instant::now();
     let run = node.helm_install(&["--reuse-values", "--set", "logLevel=info"]);
     assert!(run.success, "{run:?}");
-    node.wait_for("the old pods are gone", Duration::from_secs(120), || {
-        let pods = node.pods();
-        pods.len() == 3
-            && pods
-                .iter()
-                .all(|(name, _, ready)| *ready && !before.contains(name))
-    });
+    node.wait_rolled(&before);
     let (asked, failures) = asking.stop();
     println!(
         "a roll of 3 pods in {:.1} s: {asked} queries through the ClusterIP, {} unanswered",

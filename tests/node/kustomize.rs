@@ -76,10 +76,8 @@ pub fn manifests_base_gives_the_same_result(node: &Node) {
     let pods = node.pods();
     assert_eq!(pods.len(), 3, "{pods:?}");
     assert!(pods.iter().all(|(_, _, ready)| *ready), "{pods:?}");
-    node.wait_for("a pod holds the Lease", Duration::from_secs(60), || {
-        node.lease_holder()
-            .is_some_and(|holder| pods.iter().any(|(name, _, _)| *name == holder))
-    });
+    let names: Vec<String> = pods.iter().map(|(name, _, _)| name.clone()).collect();
+    node.wait_lease_held_by_one_of(&names, "a pod holds the Lease");
     // The story's denial, now from these pods.
     let denied = "denied the request: HostnameConflict: app.example.com is already served by \
                   Gateway infra/public";

@@ -185,6 +185,27 @@ impl Node {
         }
     }
 
+    /// Waits until 3 pods are Ready and none of `before` is among them (a roll has ended).
+    pub fn wait_rolled(&self, before: &[String]) {
+        self.wait_for("the old pods are gone", Duration::from_secs(120), || {
+            let pods = self.pods();
+            pods.len() == 3
+                && pods
+                    .iter()
+                    .all(|(name, _, ready)| *ready && !before.contains(name))
+        });
+    }
+
+    /// Waits until one of `names` holds the Lease; returns it.
+    pub fn wait_lease_held_by_one_of(&self, names: &[String], what: &str) -> String {
+        let mut holder = None;
+        self.wait_for(what, Duration::from_secs(60), || {
+            holder = self.lease_holder().filter(|h| names.contains(h));
+            holder.is_some()
+        });
+        holder.unwrap_or_default()
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.cluster.kubeconfig()
     }

@@ -47,10 +47,7 @@ pub fn a_rolling_upgrade_fails_no_admission_and_hands_the_lease_over(node: &Node
         .collect();
     let before: Vec<String> = node.pods().into_iter().map(|(name, _, _)| name).collect();
     // A leader that stops frees the Lease; the next one takes it within a retry period.
-    node.wait_for("a pod holds the Lease", Duration::from_secs(60), || {
-        node.lease_holder().is_some_and(|h| before.contains(&h))
-    });
-    let leader = node.lease_holder().expect("a pod holds the Lease");
+    let leader = node.wait_lease_held_by_one_of(&before, "a pod holds the Lease");
     let acquired = |node: &Node| -> String {
         node.kubectl(&[
             "get",
@@ -89,19 +86,11 @@ pub fn a_rolling_upgrade_fails_no_admission_and_hands_the_lease_over(node: &Node
     let run = node.helm_install(&["--reuse-values", "--set", "logLevel=debug"]);
     let rolled = started.elapsed();
     // Until the old pods are gone: the last of them leaves after its preStop pause.
-    node.wait_for("the old pods are gone", Duration::from_secs(120), || {
-        let pods = node.pods();
-        pods.len() == 3
-            && pods
-                .iter()
-                .all(|(name, _, ready)| *ready && !before.contains(name))
-    });
+    node.wait_rolled(&before);
     // The Lease moved to a new pod, which writes the churn from then on.
     let after: Vec<(String, String, bool)> = node.pods();
-    node.wait_for("a new pod holds the Lease", Duration::from_secs(60), || {
-        node.lease_holder()
-            .is_some_and(|h| after.iter().any(|(name, _, _)| *name == h))
-    });
+    let new_names: Vec<String> = after.iter().map(|(name, _, _)| name.clone()).collect();
+    node.wait_lease_held_by_one_of(&new_names, "a new pod holds the Lease");
     node.wait_for("the new leader writes", Duration::from_secs(60), || {
         bind.update_sources()
             .iter()

@@ -165,6 +165,11 @@ impl Bind {
             &self.notify,
         );
         fs::write(self.dir.path().join("named.conf"), conf).expect("write named.conf");
+        self.reload();
+    }
+
+    /// Makes BIND read its configuration again (SIGHUP).
+    fn reload(&self) {
         let pid = self.child.as_ref().expect("BIND running").id();
         let status = Command::new("kill")
             .args(["-HUP", &pid.to_string()])
@@ -182,12 +187,7 @@ impl Bind {
         assert!(conf.contains(&from), "named.conf listens elsewhere already");
         let to = format!("listen-on port {} {{ 127.0.0.1; {ip}; }};", self.port);
         fs::write(&path, conf.replace(&from, &to)).expect("write named.conf");
-        let pid = self.child.as_ref().expect("BIND running").id();
-        let status = Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .expect("kill -HUP");
-        assert!(status.success(), "kill -HUP {pid}");
+        self.reload();
         let addr = SocketAddr::new(ip, self.port);
         wait_until(&format!("BIND on {addr}"), Duration::from_secs(20), || {
             dig::query(addr, &self.zone, "SOA", false).status == "NOERROR"
