@@ -857,6 +857,19 @@ pub enum ProviderKind {
     Dnsendpoint,
 }
 
+impl ProviderKind {
+    /// The name `--provider` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Embedded => "embedded",
+            ProviderKind::Rfc2136 => "rfc2136",
+            ProviderKind::Pdns => "pdns",
+            ProviderKind::Webhook => "webhook",
+            ProviderKind::Dnsendpoint => "dnsendpoint",
+        }
+    }
+}
+
 /// Parses a duration such as `500ms`, `2s`, `1m30s` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();

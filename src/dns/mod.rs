@@ -19,8 +19,7 @@ use futures::future::BoxFuture;
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
 
-/// TTL used when neither the desired record nor the provider says otherwise.
-pub const DEFAULT_TTL: u32 = 300;
+pub use crate::model::DEFAULT_TTL;
 
 /// One RRset we want or have.
 ///

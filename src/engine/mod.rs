@@ -8,6 +8,7 @@ pub mod cidr;
 pub mod claimants;
 pub mod explain;
 pub mod explain_parents;
+pub mod explain_text;
 pub mod grace;
 pub mod health;
 pub mod hostname;

@@ -447,6 +447,9 @@ impl Address {
     }
 }
 
+/// TTL used when neither the desired record nor the provider says otherwise.
+pub const DEFAULT_TTL: u32 = 300;
+
 /// The DNS record types gateway-dns publishes (A, AAAA, CNAME) or reads back (TXT, which its
 /// ownership records use). One type for the engine, the sync plan and the providers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
