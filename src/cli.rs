@@ -468,6 +468,10 @@ pub struct ServeArgs {
         help_heading = OBSERVABILITY
     )]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve the read-only status page (names, findings, sync health; docs/status-page.md) on
+    /// the metrics listener at `/`, with its data at `/status.json`.
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_STATUS_PAGE", help_heading = OBSERVABILITY)]
+    pub status_page: bool,
     /// Log level: error, warn, info, debug or trace (GATEWAY_DNS_LOG, a tracing filter such as
     /// `info,gateway_dns::sync=debug`, takes precedence).
     #[arg(long, default_value = "info", value_parser = parse_log_level, env = "GATEWAY_DNS_LOG_LEVEL", help_heading = OBSERVABILITY)]

@@ -92,6 +92,7 @@ impl LeaderConfig {
 /// `release` steps down and frees the Lease so another replica takes over at once.
 pub struct LeaderElection {
     leader: watch::Receiver<bool>,
+    holder: watch::Receiver<Option<String>>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -109,10 +110,18 @@ impl LeaderElection {
         config.validate()?;
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let (leader_sender, leader) = watch::channel(false);
+        let (holder_sender, holder) = watch::channel(None);
         let (stop, stop_receiver) = watch::channel(false);
-        let task = tokio::spawn(run(api, config, leader_sender, stop_receiver));
+        let task = tokio::spawn(run(
+            api,
+            config,
+            leader_sender,
+            holder_sender,
+            stop_receiver,
+        ));
         Ok(LeaderElection {
             leader,
+            holder,
             stop,
             task: Some(task),
         })
@@ -121,6 +130,12 @@ impl LeaderElection {
     /// True while this replica holds the Lease and renewed it within the renew deadline.
     pub fn is_leader(&self) -> watch::Receiver<bool> {
         self.leader.clone()
+    }
+
+    /// The identity last seen holding the Lease (this replica's own while it holds it); None
+    /// before the first answer, or while the Lease is free.
+    pub fn holder(&self) -> watch::Receiver<Option<String>> {
+        self.holder.clone()
     }
 
     pub fn is_leader_now(&self) -> bool {
@@ -332,6 +347,7 @@ async fn run(
     api: Api<Lease>,
     config: LeaderConfig,
     leader: watch::Sender<bool>,
+    holder: watch::Sender<Option<String>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut candidate = Candidate {
@@ -357,11 +373,19 @@ async fn run(
             Ok(Ok(Attempt::Held)) => {
                 step_down_at = Some(attempt_start + config.renew_deadline);
                 set_leader(&leader, true, "holding the Lease");
+                holder.send_if_modified(|h| {
+                    let ours = Some(config.identity.clone());
+                    std::mem::replace(h, ours.clone()) != ours
+                });
             }
-            Ok(Ok(Attempt::HeldByOther(holder))) => {
+            Ok(Ok(Attempt::HeldByOther(seen))) => {
                 step_down_at = None;
                 set_leader(&leader, false, "the Lease is held by another replica");
-                debug!(holder = holder.as_deref().unwrap_or("?"), "not the leader");
+                debug!(holder = seen.as_deref().unwrap_or("?"), "not the leader");
+                // Unnamed (a write that lost a race) leaves the last name seen.
+                if seen.is_some() {
+                    holder.send_if_modified(|h| std::mem::replace(h, seen.clone()) != seen);
+                }
             }
             Ok(Err(error)) => warn!(%error, "Lease request failed"),
             Err(_elapsed) => warn!("Lease request timed out"),

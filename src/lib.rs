@@ -19,6 +19,7 @@ pub mod net;
 pub mod retry;
 pub mod secret;
 pub mod source;
+pub mod status;
 pub mod sync;
 pub mod tsig;
 pub mod webhook;

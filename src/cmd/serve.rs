@@ -57,6 +57,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
         ),
     );
     let mut process = Process::new(Index::with_config(cfg));
+    process.status.owner_id = args.provider_flags.txt_owner_id.clone();
     let source = start_source(&args, &mut process).await?;
     process.watch_index(source.synced.clone());
     process.end_address_loss_graces();
@@ -102,7 +103,7 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
     }
     if let Some(addr) = args.metrics_listen {
         let options = listener_options(&args, &process.metrics, "metrics");
-        start_metrics_listener(addr, options, &mut process).await?;
+        start_metrics_listener(addr, options, args.status_page, &mut process).await?;
     }
     process.until_shutdown().await
 }
@@ -120,6 +121,8 @@ struct Process {
     stopping: watch::Sender<bool>,
     /// Closed when the webhook server has drained.
     webhook_drained: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// What the status page says of the sync loop and the Lease.
+    status: crate::status::Context,
 }
 
 /// The running source.
@@ -149,6 +152,7 @@ impl Process {
             election: None,
             stopping: watch::channel(false).0,
             webhook_drained: None,
+            status: crate::status::Context::default(),
         }
     }
 
@@ -572,6 +576,8 @@ async fn build_syncer(
         syncer = syncer.with_write_gate(allowed);
     }
     tracing::info!(provider = ?args.provider, zones = ?zones, "DNS sync configured");
+    process.status.provider = Some(args.provider.name());
+    process.status.zones = zones;
     Ok(syncer)
 }
 
@@ -647,6 +653,7 @@ fn start_leader_election(
     let election =
         LeaderElection::spawn(client.clone(), leader_config).context("starting leader election")?;
     let leader = election.is_leader();
+    process.status.lease_holder = Some(election.holder());
     process.election = Some(election);
     let (mut holding, metrics) = (leader.clone(), process.metrics.clone());
     metrics.set_leader(*holding.borrow_and_update());
@@ -751,15 +758,30 @@ fn cap_observer(metrics: &Arc<Metrics>, listener: &'static str) -> CapObserver {
     })
 }
 
-/// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`).
+/// The plain-HTTP listener for `/metrics` and `/healthz` (`--metrics-listen`), and the status
+/// page (`--status-page`).
 async fn start_metrics_listener(
     addr: std::net::SocketAddr,
     options: server::ListenerOptions,
+    status_page: bool,
     process: &mut Process,
 ) -> Result<()> {
     let listener = server::bind(addr).await?;
-    tracing::info!(%addr, "metrics listening (HTTP)");
-    let app = server::metrics_router(process.metrics.clone(), process.readiness.clone());
+    tracing::info!(%addr, status_page, "metrics listening (HTTP)");
+    let mut app = server::metrics_router(process.metrics.clone(), process.readiness.clone());
+    if status_page {
+        let state = crate::status::StatusState::new(
+            process.index.clone(),
+            process.metrics.clone(),
+            std::mem::take(&mut process.status),
+        );
+        let sampler = state.clone();
+        process.tasks.spawn(async move {
+            sampler.sample_decisions().await;
+            Ok(())
+        });
+        app = crate::status::router(state).merge(app);
+    }
     process.tasks.spawn(async move {
         server::serve_plain(listener, app, options, std::future::pending::<()>()).await?;
         Ok(())

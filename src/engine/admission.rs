@@ -78,7 +78,8 @@ fn push_finding_line(out: &mut String, v: &Finding) {
     out.push_str(&v.message);
 }
 
-fn finding_line(v: &Finding) -> String {
+/// `Reason: message`, as the webhook says it.
+pub fn finding_line(v: &Finding) -> String {
     let mut line = String::new();
     push_finding_line(&mut line, v);
     line

@@ -654,6 +654,11 @@ impl Metrics {
         }
     }
 
+    /// AdmissionReviews answered so far, every outcome together.
+    pub fn admission_requests_total(&self) -> u64 {
+        self.known_outcomes.iter().map(Counter::get).sum()
+    }
+
     /// Counts one finding reported to the user, by reason (e.g. `HostnameConflict`) and action
     /// (`deny`, `warn`, `ignore`, or the mode-adjusted action). Called by the admission handler.
     pub fn record_decision(&self, reason: &str, action: &str) {
@@ -912,6 +917,15 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
+    /// The desired records the last pass could not publish, for one group of reasons.
+    pub fn records_blocked(&self, group: BlockedGroup) -> i64 {
+        self.records_blocked
+            .get(&ReasonLabels {
+                reason: group.as_str().to_string(),
+            })
+            .map_or(0, |gauge| gauge.get())
+    }
+
     /// Sets how many TXT records our key could not decrypt at the last sync pass.
     pub fn set_registry_undecryptable(&self, count: u64) {
         self.registry_undecryptable
@@ -921,6 +935,11 @@ impl Metrics {
     /// Sets whether this replica may write DNS now.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Whether this replica may write DNS now, as last set.
+    pub fn leading(&self) -> bool {
+        self.leader.get() != 0
     }
 
     /// Counts one attempt to reload the TLS pair from disk: `reloaded` or `rejected`.

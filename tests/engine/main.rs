@@ -30,6 +30,7 @@ mod readiness;
 mod rules;
 mod schema;
 mod shared;
+mod status_page;
 mod target_cidr;
 mod targets;
 mod ttl;
