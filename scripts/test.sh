@@ -15,8 +15,10 @@ sudo_cmd=""
 # bash, zsh and fish load the completion scripts; groff renders the man pages.
 # containerd, runc, the CNI plugins, iptables and conntrack run the test node (tests/node);
 # buildah builds the image from the Dockerfile for it.
+# chromium and its WebDriver load the status page in a real browser (tests/cluster/status_page.rs).
 packages=(bind9 bind9-dnsutils bind9-utils dnsperf pdns-server pdns-backend-sqlite3 sqlite3 curl prometheus bash zsh fish groff-base
-  containerd runc containernetworking-plugins buildah iptables conntrack iproute2 binutils)
+  containerd runc containernetworking-plugins buildah iptables conntrack iproute2 binutils
+  chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -54,6 +56,17 @@ echo "building the test control plane into $GATEWAY_DNS_CONTROL_PLANE"
 tests/control-plane/build.sh "$GATEWAY_DNS_CONTROL_PLANE" >/dev/null
 echo "building external-dns (the peer) into $GATEWAY_DNS_PEER"
 tests/peer/build.sh "$GATEWAY_DNS_PEER" >/dev/null
+
+# axe-core, the accessibility check the browser test runs in the page, from npm at the version
+# tests/browser/package-lock.json pins, into the cache (again only when the lock changed).
+command -v npm >/dev/null || { echo "scripts/test.sh: npm (Node.js) is needed for axe-core, the browser test's accessibility check" >&2; exit 1; }
+browser_tools="${GATEWAY_DNS_BROWSER_TOOLS:-$cache/browser}"
+if ! cmp -s tests/browser/package-lock.json "$browser_tools/package-lock.json" || [ ! -e "$browser_tools/node_modules/axe-core/axe.min.js" ]; then
+  mkdir -p "$browser_tools"
+  cp tests/browser/package.json tests/browser/package-lock.json "$browser_tools/"
+  (cd "$browser_tools" && npm ci --no-audit --no-fund --silent)
+fi
+export GATEWAY_DNS_AXE="$browser_tools/node_modules/axe-core/axe.min.js"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

@@ -25,4 +25,5 @@ mod replicas;
 mod seed_story;
 mod serve;
 mod source;
+mod status_page;
 mod zones;

@@ -7,6 +7,7 @@
 pub mod apiserver;
 pub mod big_route;
 pub mod bind;
+pub mod browser;
 pub mod chart_values;
 pub mod cluster;
 pub mod dig;
