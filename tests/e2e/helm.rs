@@ -422,6 +422,11 @@ fn effects() -> Vec<Effect> {
             check: |o| o.env("GATEWAY_DNS_LOG").as_deref() == Some("debug"),
         },
         Effect {
+            value: "statusPage.enabled",
+            args: vec!["--set", "statusPage.enabled=false"],
+            check: |o| o.env("GATEWAY_DNS_STATUS_PAGE").as_deref() == Some("false"),
+        },
+        Effect {
             value: "mode",
             args: vec!["--set", "mode=audit"],
             check: |o| o.env("GATEWAY_DNS_MODE").as_deref() == Some("audit"),

@@ -113,6 +113,58 @@ async fn main_job_serves_the_example_cluster_and_follows_file_changes() {
     );
     let b2 = connection.example_review("b2-conflict.json").await;
     assert_eq!(b2["allowed"], true, "{b2}");
+
+    // The status page (on by default, on the metrics listener) follows the index too.
+    let status = fetch(metrics, "/status.json");
+    let body = status.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let status: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {status}"));
+    let b = status["names"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["name"] == "b.example.com")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        b["targets"],
+        serde_json::json!(["203.0.113.20"]),
+        "{status}"
+    );
+    assert_eq!(
+        b["routes"],
+        serde_json::json!(["HTTPRoute/apps/b2"]),
+        "{status}"
+    );
+}
+
+#[test]
+fn status_page_false_leaves_the_metrics_listener_to_the_metrics() {
+    let (dns, metrics) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args([
+            "serve",
+            "--webhook=false",
+            "--status-page=false",
+            "--manifests",
+        ])
+        .arg(examples_dir().join("cluster"))
+        .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _serve = Serve { child };
+    wait_until(
+        "the metrics listener answers",
+        Duration::from_secs(30),
+        || scrape(metrics).starts_with("HTTP/1.1 200"),
+    );
+    for path in ["/", "/names", "/status.json"] {
+        let answer = fetch(metrics, path);
+        assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+    }
 }
 
 /// Two teams on two Gateways: team-a's route is the oldest claim on shop.example.com; team-b
@@ -361,12 +413,18 @@ async fn a_conflict_that_slipped_past_the_webhook_settles_oldest_wins_in_bind_wi
 
 /// `/metrics` over a new connection, or "" while the listener is not up.
 fn scrape(port: u16) -> String {
+    fetch(port, "/metrics")
+}
+
+/// `GET path` over a new connection: the whole answer (status line, headers, body), or ""
+/// while the listener is not up.
+fn fetch(port: u16, path: &str) -> String {
     use std::io::{Read as _, Write as _};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return String::new();
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
         return String::new();
     }
