@@ -96,6 +96,13 @@ pub struct ZoneOwnersArgs {
     pub output: ExplainOutput,
     #[command(flatten)]
     pub provider_flags: ProviderArgs,
+    /// The kubeconfig --provider dnsendpoint reads with (`kubectl gateway-dns`'s --kubeconfig);
+    /// None: KUBECONFIG, ~/.kube/config, or the in-cluster config.
+    #[arg(skip)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Its context (`kubectl gateway-dns`'s --context); None: the current one.
+    #[arg(skip)]
+    pub context: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -935,9 +942,21 @@ pub struct ExplainArgs {
     pub manifests: Vec<PathBuf>,
     /// Read the cluster's objects (read-only) with this kubeconfig. Without it and without
     /// --manifests: the in-cluster config, or KUBECONFIG (KUBECONFIG is read only without
-    /// --manifests; with them, this flag adds the cluster).
+    /// --manifests, or with --context; with them, this flag adds the cluster).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Read the cluster through this context of the kubeconfig (--kubeconfig, else KUBECONFIG
+    /// or ~/.kube/config) instead of its current one, as kubectl's --context; with
+    /// --manifests, the files as if applied over that cluster.
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_CONTEXT")]
+    pub context: Option<String>,
+    /// Read the cluster even with --manifests (`kubectl gateway-dns` always does).
+    #[arg(skip)]
+    pub read_cluster: bool,
+    /// The namespace of the --manifests objects written without one (`kubectl gateway-dns`'s
+    /// -n); None: `default`.
+    #[arg(skip)]
+    pub default_namespace: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
     pub output: ExplainOutput,
@@ -997,6 +1016,18 @@ pub struct CheckArgs {
     /// the files as if applied over them; only the files' objects are reported.
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Read the cluster, as --kubeconfig does, through this context of the kubeconfig
+    /// (--kubeconfig, else KUBECONFIG or ~/.kube/config) instead of its current one, as
+    /// kubectl's --context.
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_CONTEXT")]
+    pub context: Option<String>,
+    /// Read the cluster without --kubeconfig or --context (`kubectl gateway-dns` always does).
+    #[arg(skip)]
+    pub read_cluster: bool,
+    /// The namespace of the files' objects written without one (`kubectl gateway-dns`'s -n);
+    /// None: `default`.
+    #[arg(skip)]
+    pub default_namespace: Option<String>,
     /// A zone the records go into (repeatable or comma-separated), as `serve --zone`: a CNAME
     /// at a zone's apex is reported (CnameNotAllowed) and left out.
     #[arg(
