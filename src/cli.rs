@@ -1,6 +1,8 @@
 //! Command line: the clap definitions of `check`, `serve`, `explain`, `certs`, `dnssec`,
 //! `completions` and `man` (what they do is in [`crate::cmd`]). Every flag can also come from
-//! `GATEWAY_DNS_<FLAG>`.
+//! `GATEWAY_DNS_<FLAG>`. Run as `kubectl-gateway_dns`, the binary is kubectl's plugin
+//! `kubectl gateway-dns`, whose command line ([`plugin_command`]) is a part of this one with
+//! kubectl's flags.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -96,6 +98,13 @@ pub struct ZoneOwnersArgs {
     pub output: ExplainOutput,
     #[command(flatten)]
     pub provider_flags: ProviderArgs,
+    /// The kubeconfig --provider dnsendpoint reads with (`kubectl gateway-dns`'s --kubeconfig);
+    /// None: KUBECONFIG, ~/.kube/config, or the in-cluster config.
+    #[arg(skip)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Its context (`kubectl gateway-dns`'s --context); None: the current one.
+    #[arg(skip)]
+    pub context: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -631,6 +640,206 @@ pub enum LogFormat {
     Json,
 }
 
+/// The file name kubectl runs for `kubectl gateway-dns`: kubectl looks on PATH for
+/// `kubectl-` and the plugin's name, its dashes written as underscores.
+pub const PLUGIN_FILE_NAME: &str = "kubectl-gateway_dns";
+
+/// Whether the binary runs as kubectl's plugin: it was started by the plugin's file name (a
+/// link or a copy of gateway-dns), as kubectl starts it.
+pub fn invoked_as_plugin(argv0: &std::ffi::OsStr) -> bool {
+    // The stem, so that kubectl-gateway_dns.exe is the plugin too.
+    std::path::Path::new(argv0)
+        .file_stem()
+        .is_some_and(|stem| stem == PLUGIN_FILE_NAME)
+}
+
+/// kubectl's flags of a `kubectl gateway-dns` command line, which name the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginCluster {
+    /// `--kubeconfig`; None: KUBECONFIG, else ~/.kube/config.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`; None: the kubeconfig's current context.
+    pub context: Option<String>,
+    /// `-n`/`--namespace`; None: the context's namespace, else `default`.
+    pub namespace: Option<String>,
+}
+
+const PLUGIN_AFTER_HELP: &str = "\
+kubectl's --kubeconfig, --context and -n/--namespace go after `kubectl gateway-dns`, before or
+after the subcommand (kubectl takes no flag before a plugin's name). Without them the cluster is
+kubectl's: the current context of KUBECONFIG, else ~/.kube/config, and its namespace.";
+
+/// The command line of `kubectl gateway-dns`: `explain`, `check` and `zone owners` as
+/// `gateway-dns` has them, and kubectl's flags for the cluster, which every subcommand takes
+/// before or after its name (kubectl passes everything after the plugin's name through).
+pub fn plugin_command() -> clap::Command {
+    use clap::{Arg, CommandFactory as _};
+    let cli = Cli::command();
+    let subcommand = |name: &'static str| {
+        cli.find_subcommand(name)
+            .cloned()
+            .unwrap_or_else(|| clap::Command::new(name))
+    };
+    // The engine's route filter keeps --route-namespace: --namespace is kubectl's here.
+    let without_namespace_alias = |arg: Arg| arg.alias(None);
+    let kubeconfig_help = "kubectl's --kubeconfig: the kubeconfig file (default: KUBECONFIG, \
+                           else ~/.kube/config)";
+    let context_help = "kubectl's --context: the kubeconfig's context (default: its current one)";
+    let explain = subcommand("explain")
+        .mut_arg("route_namespace", |arg| {
+            arg.long("namespace")
+                .env(None)
+                .hide_default_value(true)
+                .help(
+                    "kubectl's -n: the namespace of a route given as KIND/NAME, and of the \
+                     --manifests objects written without one (default: the context's, else \
+                     default)",
+                )
+        })
+        .mut_arg("namespace", without_namespace_alias)
+        .mut_arg("kubeconfig", |arg| arg.help(kubeconfig_help))
+        .mut_arg("context", |arg| arg.help(context_help))
+        .mut_arg("manifests", |arg| {
+            arg.help(
+                "Files or directories (as `check` reads them) laid over the cluster's \
+                 objects, as if applied",
+            )
+        });
+    let check = subcommand("check")
+        .mut_arg("namespace", without_namespace_alias)
+        .mut_arg("kubeconfig", |arg| arg.help(kubeconfig_help))
+        .mut_arg("context", |arg| arg.help(context_help))
+        .about(
+            "Evaluate YAML/JSON files as if applied over the cluster's objects: the records \
+             they would publish and every finding about them",
+        );
+    let owners = subcommand("zone")
+        .find_subcommand("owners")
+        .cloned()
+        .unwrap_or_else(|| clap::Command::new("owners"));
+    let zone = clap::Command::new("zone")
+        .about(
+            "The managed zones' owners: who holds which names and their last heartbeats \
+             (`gateway-dns zone release` releases a dead owner's names)",
+        )
+        .subcommand_required(true)
+        .subcommand(owners);
+    clap::Command::new(PLUGIN_FILE_NAME)
+        .display_name("kubectl gateway-dns")
+        .bin_name("kubectl gateway-dns")
+        .version(VERSION)
+        .about(
+            "DNS governance for the Kubernetes Gateway API, as a kubectl plugin: explain a \
+             name or a route, check files against the cluster, list the zones' owners",
+        )
+        .after_help(PLUGIN_AFTER_HELP)
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        // These ids are the subcommands' own where they have the flag, so a value given before
+        // the subcommand reaches its field.
+        .arg(
+            Arg::new("kubeconfig")
+                .long("kubeconfig")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .global(true)
+                .help(kubeconfig_help),
+        )
+        .arg(
+            Arg::new("context")
+                .long("context")
+                .value_name("NAME")
+                .global(true)
+                .help(context_help),
+        )
+        .arg(
+            Arg::new("route_namespace")
+                .short('n')
+                .long("namespace")
+                .value_name("NAMESPACE")
+                .global(true)
+                .help("kubectl's -n: the namespace (default: the context's, else default)"),
+        )
+        .subcommand(explain)
+        .subcommand(check)
+        .subcommand(zone)
+}
+
+/// Reads a `kubectl gateway-dns` command line into the command `gateway-dns` runs for it:
+/// `explain` and `check` read the cluster kubectl's flags name (check always, and lays the
+/// files over it), and the namespace they take for a missing one is `-n`, else what
+/// `context_namespace` says for the cluster (the context's namespace, as kubectl takes it).
+/// `zone owners` takes the cluster for `--provider dnsendpoint`; `-n` means nothing to it.
+pub fn parse_plugin(
+    args: impl IntoIterator<Item = OsString>,
+    context_namespace: impl FnOnce(&PluginCluster) -> String,
+) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches as _;
+    use clap::parser::ValueSource;
+    let matches = plugin_command().try_get_matches_from(args)?;
+    let cluster = |m: &clap::ArgMatches| {
+        // explain's -n has a default; only one given counts.
+        let given = matches!(
+            m.value_source("route_namespace"),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        PluginCluster {
+            kubeconfig: m.get_one::<PathBuf>("kubeconfig").cloned(),
+            context: m.get_one::<String>("context").cloned(),
+            namespace: m
+                .get_one::<String>("route_namespace")
+                .filter(|_| given)
+                .cloned(),
+        }
+    };
+    let command = match matches.subcommand() {
+        Some(("explain", m)) => {
+            let mut args = ExplainArgs::from_arg_matches(m)?;
+            let cluster = cluster(m);
+            let namespace = match cluster.namespace.clone() {
+                Some(namespace) => namespace,
+                None => context_namespace(&cluster),
+            };
+            args.route_namespace.clone_from(&namespace);
+            args.default_namespace = Some(namespace);
+            args.read_cluster = true;
+            Command::Explain(Box::new(args))
+        }
+        Some(("check", m)) => {
+            let mut args = CheckArgs::from_arg_matches(m)?;
+            let cluster = cluster(m);
+            args.default_namespace = Some(match cluster.namespace.clone() {
+                Some(namespace) => namespace,
+                None => context_namespace(&cluster),
+            });
+            args.read_cluster = true;
+            Command::Check(Box::new(args))
+        }
+        Some(("zone", zone)) => match zone.subcommand() {
+            Some(("owners", m)) => {
+                let mut args = ZoneOwnersArgs::from_arg_matches(m)?;
+                let cluster = cluster(m);
+                args.kubeconfig = cluster.kubeconfig;
+                args.context = cluster.context;
+                Command::Zone(ZoneCommand::Owners(Box::new(args)))
+            }
+            _ => {
+                return Err(plugin_command().error(
+                    clap::error::ErrorKind::MissingSubcommand,
+                    "kubectl gateway-dns zone takes `owners`",
+                ));
+            }
+        },
+        _ => {
+            return Err(plugin_command().error(
+                clap::error::ErrorKind::MissingSubcommand,
+                "kubectl gateway-dns takes `explain`, `check` or `zone owners`",
+            ));
+        }
+    };
+    Ok(Cli { command })
+}
+
 /// The command line with the older boolean form joined into the one clap reads: `--flag true`
 /// and `--flag false` (a separate word, which earlier versions and scripts use, e.g.
 /// `--listener-sets false`) become `--flag=true` and `--flag=false`. Only those two words are
@@ -952,9 +1161,21 @@ pub struct ExplainArgs {
     pub manifests: Vec<PathBuf>,
     /// Read the cluster's objects (read-only) with this kubeconfig. Without it and without
     /// --manifests: the in-cluster config, or KUBECONFIG (KUBECONFIG is read only without
-    /// --manifests; with them, this flag adds the cluster).
+    /// --manifests, or with --context; with them, this flag adds the cluster).
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Read the cluster through this context of the kubeconfig (--kubeconfig, else KUBECONFIG
+    /// or ~/.kube/config) instead of its current one, as kubectl's --context; with
+    /// --manifests, the files as if applied over that cluster.
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_CONTEXT")]
+    pub context: Option<String>,
+    /// Read the cluster even with --manifests (`kubectl gateway-dns` always does).
+    #[arg(skip)]
+    pub read_cluster: bool,
+    /// The namespace of the --manifests objects written without one (`kubectl gateway-dns`'s
+    /// -n); None: `default`.
+    #[arg(skip)]
+    pub default_namespace: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text", env = "GATEWAY_DNS_OUTPUT")]
     pub output: ExplainOutput,
@@ -1014,6 +1235,18 @@ pub struct CheckArgs {
     /// the files as if applied over them; only the files' objects are reported.
     #[arg(long, value_name = "FILE", env = "GATEWAY_DNS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Read the cluster, as --kubeconfig does, through this context of the kubeconfig
+    /// (--kubeconfig, else KUBECONFIG or ~/.kube/config) instead of its current one, as
+    /// kubectl's --context.
+    #[arg(long, value_name = "NAME", env = "GATEWAY_DNS_CONTEXT")]
+    pub context: Option<String>,
+    /// Read the cluster without --kubeconfig or --context (`kubectl gateway-dns` always does).
+    #[arg(skip)]
+    pub read_cluster: bool,
+    /// The namespace of the files' objects written without one (`kubectl gateway-dns`'s -n);
+    /// None: `default`.
+    #[arg(skip)]
+    pub default_namespace: Option<String>,
     /// A zone the records go into (repeatable or comma-separated), as `serve --zone`: a CNAME
     /// at a zone's apex is reported (CnameNotAllowed) and left out.
     #[arg(
@@ -1291,5 +1524,122 @@ mod tests {
     fn cli_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn plugin_definition_is_consistent() {
+        plugin_command().debug_assert();
+    }
+
+    #[test]
+    fn invoked_as_the_plugin_by_its_file_name() {
+        for plugin in [
+            "kubectl-gateway_dns",
+            "/usr/local/bin/kubectl-gateway_dns",
+            "kubectl-gateway_dns.exe",
+        ] {
+            assert!(invoked_as_plugin(std::ffi::OsStr::new(plugin)), "{plugin}");
+        }
+        for not in [
+            "gateway-dns",
+            "/bin/gateway-dns",
+            "kubectl-gateway-dns",
+            "kubectl",
+        ] {
+            assert!(!invoked_as_plugin(std::ffi::OsStr::new(not)), "{not}");
+        }
+    }
+
+    fn plugin(args: &[&str]) -> Result<Command, clap::Error> {
+        let argv = std::iter::once("kubectl-gateway_dns")
+            .chain(args.iter().copied())
+            .map(OsString::from);
+        parse_plugin(argv, |cluster| {
+            format!("ns-of-{}", cluster.context.as_deref().unwrap_or("current"))
+        })
+        .map(|cli| cli.command)
+    }
+
+    #[test]
+    fn plugin_flags_before_or_after_the_subcommand() {
+        for args in [
+            &["-n", "apps", "--context", "two", "explain", "httproute/b2"][..],
+            &[
+                "explain",
+                "httproute/b2",
+                "--namespace",
+                "apps",
+                "--context=two",
+            ],
+            &[
+                "--namespace=apps",
+                "explain",
+                "--context",
+                "two",
+                "httproute/b2",
+            ],
+        ] {
+            let Ok(Command::Explain(explain)) = plugin(args) else {
+                panic!("{args:?}");
+            };
+            assert_eq!(explain.route_namespace, "apps", "{args:?}");
+            assert_eq!(explain.default_namespace.as_deref(), Some("apps"));
+            assert_eq!(explain.context.as_deref(), Some("two"));
+            assert!(explain.read_cluster);
+            // --namespace is kubectl's, not the engine's route filter.
+            assert_eq!(explain.engine.namespace, None, "{args:?}");
+        }
+        let Ok(Command::Explain(explain)) = plugin(&["explain", "b.example.com"]) else {
+            panic!("explain");
+        };
+        assert_eq!(explain.route_namespace, "ns-of-current");
+        assert_eq!(explain.kubeconfig, None);
+    }
+
+    #[test]
+    fn plugin_check_reads_the_cluster() {
+        let Ok(Command::Check(check)) = plugin(&[
+            "--kubeconfig",
+            "/k",
+            "check",
+            "routes.yaml",
+            "--context",
+            "c",
+        ]) else {
+            panic!("check");
+        };
+        assert!(check.read_cluster);
+        assert_eq!(check.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(check.default_namespace.as_deref(), Some("ns-of-c"));
+        assert_eq!(check.engine.namespace, None);
+        let Ok(Command::Check(check)) = plugin(&["check", "-n", "apps", "r.yaml"]) else {
+            panic!("check -n");
+        };
+        assert_eq!(check.default_namespace.as_deref(), Some("apps"));
+    }
+
+    #[test]
+    fn plugin_zone_owners_and_nothing_else() {
+        let Ok(Command::Zone(ZoneCommand::Owners(owners))) = plugin(&[
+            "--context",
+            "c",
+            "zone",
+            "owners",
+            "--provider",
+            "dnsendpoint",
+            "--zone",
+            "example.com",
+        ]) else {
+            panic!("zone owners");
+        };
+        assert_eq!(owners.context.as_deref(), Some("c"));
+        for refused in [
+            &["serve"][..],
+            &["zone", "release", "--provider", "rfc2136", "--owner", "x"],
+            &["certs"],
+            &["zone"],
+        ] {
+            assert!(plugin(refused).is_err(), "{refused:?}");
+        }
     }
 }

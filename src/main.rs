@@ -22,7 +22,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(gateway_dns::cli::join_boolean_values(args));
+    let plugin = args
+        .first()
+        .is_some_and(|argv0| gateway_dns::cli::invoked_as_plugin(argv0));
+    let args = gateway_dns::cli::join_boolean_values(args);
+    let cli = if plugin {
+        // Run by kubectl as `kubectl gateway-dns`: its own command line, kubectl's flags.
+        gateway_dns::cli::parse_plugin(args, cmd::plugin::context_namespace)
+            .unwrap_or_else(|err| err.exit())
+    } else {
+        Cli::parse_from(args)
+    };
     if !matches!(cli.command, Command::Serve(_)) {
         for note in &notes {
             eprintln!("gateway-dns: {note}");

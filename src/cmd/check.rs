@@ -26,16 +26,18 @@ pub fn run(args: &CheckArgs) -> u8 {
         Ok(cfg) => cfg.with_zones(&args.zones),
         Err(err) => return input_error(args.output, &err),
     };
-    let report = match files::load_paths_with_skipped(&args.paths) {
+    let report = match files::load_paths_in(&args.paths, args.default_namespace.as_deref()) {
         Ok(report) => report,
         Err(err) => return input_error(args.output, &err),
     };
-    let live = match &args.kubeconfig {
-        None => None,
-        Some(kubeconfig) => match read_live_objects(kubeconfig) {
+    let reads_cluster = args.kubeconfig.is_some() || args.context.is_some() || args.read_cluster;
+    let live = if reads_cluster {
+        match read_live_objects(args.kubeconfig.as_deref(), args.context.as_deref()) {
             Ok(objects) => Some(objects),
             Err(err) => return input_error(args.output, err.as_ref()),
-        },
+        }
+    } else {
+        None
     };
     let zone = match read_zone_files(args) {
         Ok(zone) => zone,
@@ -74,17 +76,16 @@ fn input_error(output: OutputFormat, err: &(dyn std::error::Error + 'static)) ->
 }
 
 /// The cluster's Namespaces, Gateways, ListenerSets and routes, read once with `list`.
-fn read_live_objects(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<Object>> {
+fn read_live_objects(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<Vec<Object>> {
     use anyhow::Context as _;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
-        let client = kube::client(Some(kubeconfig)).await?;
-        let objects = kube::list_once(&client).await?;
-        Ok(objects)
-    })
+    Ok(runtime.block_on(kube::list_cluster(kubeconfig, context))?)
 }
 
 /// The names other owners hold in the `--zone-file` zones, read as serve's zone view reads a

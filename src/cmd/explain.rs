@@ -96,15 +96,21 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
     let files = if args.manifests.is_empty() {
         Vec::new()
     } else {
-        files::load_paths(&args.manifests)?
+        files::load_paths_in(&args.manifests, args.default_namespace.as_deref())?.objects
     };
-    let read_cluster = args.manifests.is_empty() || args.kubeconfig.is_some();
+    let read_cluster = args.manifests.is_empty()
+        || args.kubeconfig.is_some()
+        || args.context.is_some()
+        || args.read_cluster;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let live = if read_cluster {
-        runtime.block_on(read_live_objects(args.kubeconfig.as_deref()))?
+        runtime.block_on(read_live_objects(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+        ))?
     } else {
         Vec::new()
     };
@@ -150,11 +156,13 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
     Ok((text, code))
 }
 
-async fn read_live_objects(kubeconfig: Option<&std::path::Path>) -> Result<Vec<Object>> {
-    let client = kube::client(kubeconfig)
+async fn read_live_objects(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<Vec<Object>> {
+    kube::list_cluster(kubeconfig, context)
         .await
-        .context("connecting to the cluster (pass --manifests PATH to explain files offline)")?;
-    Ok(kube::list_once(&client).await?)
+        .context("connecting to the cluster (pass --manifests PATH to explain files offline)")
 }
 
 /// The provider's records, or why it was not listed.
@@ -193,6 +201,7 @@ async fn list_provider(args: &ExplainArgs) -> Result<Listing> {
         kind,
         &args.provider_flags,
         args.kubeconfig.as_deref(),
+        args.context.as_deref(),
         &zones,
     )
     .await?;

@@ -1,6 +1,6 @@
 //! One file per subcommand: what `gateway-dns check`, `serve`, `explain`, `certs`, `dnssec`,
 //! `completions` and `man` do; the DNS provider clients `serve` and `explain` use (`provider`);
-//! and the generator of the flags reference. The application's edge: errors here are
+//! what `kubectl gateway-dns` adds (`plugin`); and the generator of the flags reference. The application's edge: errors here are
 //! `anyhow`.
 
 pub mod certs;
@@ -10,6 +10,7 @@ pub mod dnssec;
 pub mod explain;
 pub mod flags_doc;
 pub mod man;
+pub mod plugin;
 pub mod provider;
 pub mod serve;
 pub mod zone;

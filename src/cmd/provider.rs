@@ -36,6 +36,7 @@ pub async fn reader_writer(
     kind: ProviderKind,
     flags: &ProviderArgs,
     kubeconfig: Option<&Path>,
+    context: Option<&str>,
     zones: &[String],
 ) -> Result<Arc<dyn Provider>> {
     Ok(match kind {
@@ -85,7 +86,7 @@ pub async fn reader_writer(
             )
         }
         ProviderKind::Dnsendpoint => {
-            let client = kube::client(kubeconfig)
+            let client = kube::client_in(kubeconfig, context)
                 .await
                 .context("--provider dnsendpoint writes to the cluster")?;
             Arc::new(dnsendpoint::DnsEndpointProvider::new(

@@ -966,6 +966,7 @@ async fn provider_for(
                 kind,
                 &args.provider_flags,
                 args.kubeconfig.as_deref(),
+                None,
                 zones,
             )
             .await?

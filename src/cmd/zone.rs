@@ -3,13 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
-use crate::cli::{ExplainOutput, ProviderArgs, ProviderKind, ZoneCommand, ZoneReleaseArgs};
+use crate::cli::{
+    ExplainOutput, ProviderArgs, ProviderKind, ZoneCommand, ZoneOwnersArgs, ZoneReleaseArgs,
+};
 use crate::dns::registry::heartbeat::{self, Heartbeat};
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
 use crate::dns::{Changes, Endpoint, Provider};
@@ -30,9 +33,7 @@ pub fn run(command: &ZoneCommand) -> u8 {
     };
     let result = runtime.block_on(async {
         match command {
-            ZoneCommand::Owners(args) => {
-                owners(args.provider, &args.provider_flags, args.output).await
-            }
+            ZoneCommand::Owners(args) => owners(args).await,
             ZoneCommand::Release(args) => release(args).await,
         }
     });
@@ -48,16 +49,19 @@ pub fn run(command: &ZoneCommand) -> u8 {
     }
 }
 
-/// The provider, its zones and the registry the flags describe.
+/// The provider, its zones and the registry the flags describe; `cluster` is the kubeconfig
+/// and context --provider dnsendpoint reads with (None, None: as kubectl finds one).
 async fn open(
     kind: ProviderKind,
     flags: &ProviderArgs,
+    cluster: (Option<&Path>, Option<&str>),
 ) -> Result<(Arc<dyn Provider>, Vec<String>, TxtRegistry)> {
     let zones = super::provider::zones(flags);
     if zones.is_empty() {
         bail!("--zone ZONE: the zones to read");
     }
-    let provider = super::provider::reader_writer(kind, flags, None, &zones).await?;
+    let (kubeconfig, context) = cluster;
+    let provider = super::provider::reader_writer(kind, flags, kubeconfig, context, &zones).await?;
     Ok((provider, zones, super::provider::registry(flags)?))
 }
 
@@ -135,12 +139,9 @@ fn heartbeat_view(beat: &Heartbeat) -> HeartbeatView {
     }
 }
 
-async fn owners(
-    kind: ProviderKind,
-    flags: &ProviderArgs,
-    output: ExplainOutput,
-) -> Result<(String, u8)> {
-    let (provider, zones, registry) = open(kind, flags).await?;
+async fn owners(args: &ZoneOwnersArgs) -> Result<(String, u8)> {
+    let cluster = (args.kubeconfig.as_deref(), args.context.as_deref());
+    let (provider, zones, registry) = open(args.provider, &args.provider_flags, cluster).await?;
     let listed = provider
         .records()
         .await
@@ -171,7 +172,7 @@ async fn owners(
         }
     }
     views.sort_by(|a, b| a.owner.cmp(&b.owner));
-    let text = match output {
+    let text = match args.output {
         ExplainOutput::Json => {
             serde_json::to_string_pretty(&serde_json::json!({ "zones": zones, "owners": views }))
                 .context("writing JSON")?
@@ -205,7 +206,8 @@ async fn owners(
 }
 
 async fn release(args: &ZoneReleaseArgs) -> Result<(String, u8)> {
-    let (provider, zones, registry) = open(args.provider, &args.provider_flags).await?;
+    let (provider, zones, registry) =
+        open(args.provider, &args.provider_flags, (None, None)).await?;
     let listed = provider
         .records()
         .await

@@ -131,6 +131,8 @@ impl fmt::Display for Skipped {
 pub struct Report {
     pub objects: Vec<Loaded>,
     pub skipped: Vec<Skipped>,
+    /// The namespace of objects written without one (kubectl's `-n`); None: `default`.
+    default_namespace: Option<String>,
 }
 
 /// Reads every path (file, directory, or `-` for stdin) into objects. Documents of kinds
@@ -141,7 +143,16 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
 
 /// [`load_paths`], also saying which documents were skipped.
 pub fn load_paths_with_skipped(paths: &[PathBuf]) -> Result<Report, Error> {
-    let mut report = Report::default();
+    load_paths_in(paths, None)
+}
+
+/// [`load_paths_with_skipped`], with the objects written without a namespace in `namespace`
+/// (as `kubectl apply -n` puts them) rather than in `default`.
+pub fn load_paths_in(paths: &[PathBuf], namespace: Option<&str>) -> Result<Report, Error> {
+    let mut report = Report {
+        default_namespace: namespace.map(str::to_owned),
+        ..Report::default()
+    };
     for path in paths {
         if path.as_os_str() == "-" {
             let mut text = String::new();
@@ -449,6 +460,15 @@ fn decode_document(
     decode_one(place, &value, lines.clone(), report)
 }
 
+/// Whether a document says its namespace (an empty one is none, as kubectl reads it).
+fn has_namespace(value: &Value) -> bool {
+    value
+        .get("metadata")
+        .and_then(|meta| meta.get("namespace"))
+        .and_then(Value::as_str)
+        .is_some_and(|namespace| !namespace.is_empty())
+}
+
 fn decode_one(
     place: Place,
     value: &Value,
@@ -461,7 +481,19 @@ fn decode_one(
             message: "missing apiVersion or kind".to_owned(),
         });
     };
-    match model::decode_value(value) {
+    let decoded = match &report.default_namespace {
+        Some(namespace) if !has_namespace(value) => {
+            // A copy only of the documents that need one; the decoder ignores the namespace
+            // of a cluster-scoped kind.
+            let mut value = value.clone();
+            if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("namespace".to_owned(), Value::String(namespace.clone()));
+            }
+            model::decode_value(&value)
+        }
+        _ => model::decode_value(value),
+    };
+    match decoded {
         Ok(Some(object)) => report.objects.push(Loaded {
             object,
             place,
@@ -674,6 +706,35 @@ mod tests {
         };
         assert_eq!(described(&skipped), described(&checks));
         assert_eq!(skipped.len(), 2, "{skipped:?}");
+    }
+
+    #[test]
+    fn objects_without_a_namespace_take_the_one_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: a}\n---\n\
+             apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: b, namespace: x}\n---\n\
+             apiVersion: v1\nkind: Namespace\nmetadata: {name: c}\n",
+        )
+        .unwrap();
+        let keys = |namespace: Option<&str>| -> Vec<String> {
+            load_paths_in(std::slice::from_ref(&path), namespace)
+                .unwrap()
+                .objects
+                .iter()
+                .map(|loaded| loaded.object.key().to_string())
+                .collect()
+        };
+        assert_eq!(
+            keys(Some("apps")),
+            ["HTTPRoute/apps/a", "HTTPRoute/x/b", "Namespace/c"]
+        );
+        assert_eq!(
+            keys(None),
+            ["HTTPRoute/default/a", "HTTPRoute/x/b", "Namespace/c"]
+        );
     }
 
     #[test]

@@ -283,8 +283,10 @@ fn files_are_checked_over_the_live_cluster_read_only() {
     assert!(down.stdout.is_empty());
     assert_eq!(down.stderr.lines().count(), 1, "{}", down.stderr);
     assert!(
-        down.stderr
-            .starts_with("gateway-dns check: finding which Gateway API kinds the cluster serves"),
+        down.stderr.starts_with(
+            "gateway-dns check: reading the cluster at https://127.0.0.1:1/: finding which \
+             Gateway API kinds the cluster serves"
+        ),
         "{}",
         down.stderr
     );

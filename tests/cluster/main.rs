@@ -19,6 +19,7 @@ mod leader;
 mod lease;
 mod ownership;
 mod peer;
+mod plugin;
 mod rbac;
 mod readiness;
 mod replicas;

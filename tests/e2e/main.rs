@@ -19,6 +19,7 @@ mod dns_txt_registry;
 mod explain;
 mod helm;
 mod install;
+mod krew;
 mod kube_faults;
 mod logs;
 mod once;

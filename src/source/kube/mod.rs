@@ -68,6 +68,12 @@ pub enum Error {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[error("reading the cluster at {server}")]
+    Server {
+        server: String,
+        #[source]
+        source: Box<Error>,
+    },
     #[error("finding which Gateway API kinds the cluster serves")]
     Discovery(#[source] kube::Error),
     #[error("listing {kind} ({version})")]
@@ -115,15 +121,77 @@ pub async fn list_once(client: &kube::Client) -> Result<Vec<Object>, Error> {
 /// A client from an explicit kubeconfig file, or else as kubectl finds one (`KUBECONFIG`,
 /// `~/.kube/config`, then the in-cluster service account).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await?
-        }
-        None => kube::Config::infer().await?,
+    client_in(kubeconfig, None).await
+}
+
+/// [`client`] through one context of the kubeconfig, as kubectl's `--context`; without one,
+/// the kubeconfig's current context. A context is only a kubeconfig's: with one and no file,
+/// `KUBECONFIG` or `~/.kube/config` is read, never the in-cluster config.
+pub async fn client_in(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, Error> {
+    kube::Client::try_from(config_in(kubeconfig, context).await?).map_err(Error::Client)
+}
+
+/// [`list_once`] over the cluster [`client_in`] finds, its API server named in any error: a
+/// context's address, not only its name, says which cluster did not answer.
+pub async fn list_cluster(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Vec<Object>, Error> {
+    let config = config_in(kubeconfig, context).await?;
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(Error::Client)?;
+    list_once(&client).await.map_err(|source| Error::Server {
+        server,
+        source: Box::new(source),
+    })
+}
+
+async fn config_in(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Config, Error> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..kube::config::KubeConfigOptions::default()
     };
-    kube::Client::try_from(config).map_err(Error::Client)
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let file = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(file, &options).await?
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
+        (None, None) => kube::Config::infer().await?,
+    };
+    Ok(config)
+}
+
+/// The namespace of a kubeconfig's context (`context`, else its current one), as kubectl
+/// takes it for a missing `-n`: None when the context names none. The file is `kubeconfig`,
+/// else `KUBECONFIG` (its files merged) or `~/.kube/config`.
+pub fn context_namespace(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Option<String>, kube::config::KubeconfigError> {
+    let file = match kubeconfig {
+        Some(path) => kube::config::Kubeconfig::read_from(path)?,
+        None => kube::config::Kubeconfig::read()?,
+    };
+    let Some(name) = context
+        .map(str::to_owned)
+        .or_else(|| file.current_context.clone())
+    else {
+        return Ok(None);
+    };
+    Ok(file
+        .contexts
+        .iter()
+        .find(|named| named.name == name)
+        .and_then(|named| named.context.as_ref())
+        .and_then(|context| context.namespace.clone())
+        .filter(|namespace| !namespace.is_empty()))
 }
 
 /// The running source. Dropping it stops every watcher.
