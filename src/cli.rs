@@ -1181,6 +1181,17 @@ pub struct ExplainArgs {
     pub output: ExplainOutput,
     /// The DNS provider to read the name's records from (list only, never a write); without
     /// it the provider is not consulted. The embedded server lives in `serve`: ask it with dig.
+    /// The namespace of serve's Lease, whose holder keeps the health checks' failing targets
+    /// on it (read with the cluster; serve's --leader-election-namespace).
+    #[arg(
+        long,
+        default_value = "gateway-dns",
+        env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE"
+    )]
+    pub leader_election_namespace: String,
+    /// The name of serve's Lease (serve's --lease-name).
+    #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME")]
+    pub lease_name: String,
     #[arg(long, value_enum, env = "GATEWAY_DNS_PROVIDER", help_heading = PROVIDER)]
     pub provider: Option<ProviderKind>,
     #[command(flatten)]

@@ -259,6 +259,13 @@ impl Snapshot {
         self
     }
 
+    /// This snapshot with the targets the health checks found failing (`explain`, from the
+    /// Lease's annotation).
+    pub fn with_target_health(mut self, health: TargetHealth) -> Snapshot {
+        self.health = Arc::new(health);
+        self
+    }
+
     /// A snapshot of `objects` alone, under this one's configuration and clock. A Gateway keeps
     /// the address history it has here, so a rebuild (a directory read again) is no address loss
     /// and does not restart a grace.

@@ -11,6 +11,7 @@
 //! `renew_deadline < lease_duration`, the holder stops acting as leader before any rival can
 //! take over. Writes use the Lease's resourceVersion, so racing candidates get 409 Conflict.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -93,6 +94,7 @@ impl LeaderConfig {
 pub struct LeaderElection {
     leader: watch::Receiver<bool>,
     holder: watch::Receiver<Option<String>>,
+    shared: Shared,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -112,16 +114,19 @@ impl LeaderElection {
         let (leader_sender, leader) = watch::channel(false);
         let (holder_sender, holder) = watch::channel(None);
         let (stop, stop_receiver) = watch::channel(false);
+        let shared = Shared::new();
         let task = tokio::spawn(run(
             api,
             config,
             leader_sender,
             holder_sender,
+            shared.clone(),
             stop_receiver,
         ));
         Ok(LeaderElection {
             leader,
             holder,
+            shared,
             stop,
             task: Some(task),
         })
@@ -130,6 +135,11 @@ impl LeaderElection {
     /// True while this replica holds the Lease and renewed it within the renew deadline.
     pub fn is_leader(&self) -> watch::Receiver<bool> {
         self.leader.clone()
+    }
+
+    /// What the holder keeps on the Lease for the other replicas (see [`Shared`]).
+    pub fn shared(&self) -> Shared {
+        self.shared.clone()
     }
 
     /// The identity last seen holding the Lease (this replica's own while it holds it); None
@@ -150,6 +160,82 @@ impl LeaderElection {
         }
     }
 }
+
+/// Annotations the holder keeps on the Lease for every other replica, which reads the Lease
+/// anyway (each retry period): state only the holder makes, shared at no extra request. Each
+/// replica sets what it would write while holding (`keep`) and reads what the Lease carried
+/// when it last read or wrote it (`seen`).
+#[derive(Clone, Debug)]
+pub struct Shared {
+    keep: watch::Sender<BTreeMap<String, String>>,
+    seen: watch::Sender<BTreeMap<String, String>>,
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        Shared {
+            keep: watch::channel(BTreeMap::new()).0,
+            seen: watch::channel(BTreeMap::new()).0,
+        }
+    }
+
+    /// Sets the annotation `key` that this replica writes on the Lease while it holds it (at
+    /// its next renewal).
+    pub fn keep(&self, key: &str, value: String) {
+        self.keep.send_if_modified(|kept| {
+            if kept.get(key) == Some(&value) {
+                return false;
+            }
+            kept.insert(key.to_owned(), value);
+            true
+        });
+    }
+
+    /// The annotations `keep` names, as the Lease carried them when last read or written.
+    pub fn seen(&self) -> watch::Receiver<BTreeMap<String, String>> {
+        self.seen.subscribe()
+    }
+
+    /// Writes the kept annotations into `lease` before it is written.
+    fn apply(&self, lease: &mut Lease) {
+        let kept = self.keep.borrow();
+        if kept.is_empty() {
+            return;
+        }
+        let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        for (key, value) in kept.iter() {
+            annotations.insert(key.clone(), value.clone());
+        }
+    }
+
+    /// Remembers the annotations of a Lease read or written.
+    fn observe(&self, lease: &Lease) {
+        let seen: BTreeMap<String, String> = lease
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(key, _)| key.starts_with(SHARED_PREFIX))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        self.seen.send_if_modified(|current| {
+            let changed = *current != seen;
+            if changed {
+                *current = seen;
+            }
+            changed
+        });
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
+}
+
+/// The prefix of every annotation [`Shared`] reads back.
+pub const SHARED_PREFIX: &str = "gateway-dns.io/";
 
 /// What a candidate remembers of the Lease record it last saw, and when it saw it change.
 #[derive(Clone, Debug, PartialEq)]
@@ -180,6 +266,7 @@ struct Candidate {
     observed: Option<(Observed, Instant)>,
     /// The Lease as our last successful write left it: the holder renews it without reading.
     written: Option<Lease>,
+    shared: Shared,
 }
 
 enum Attempt {
@@ -204,12 +291,14 @@ impl Candidate {
             return Ok(None);
         };
         spec.renew_time = Some(Self::now());
+        self.shared.apply(&mut lease);
         match self
             .api
             .replace(&self.config.lease_name, &PostParams::default(), &lease)
             .await
         {
             Ok(written) => {
+                self.shared.observe(&written);
                 self.written = Some(written);
                 Ok(Some(Attempt::Held))
             }
@@ -228,7 +317,7 @@ impl Candidate {
         }
         let name = self.config.lease_name.clone();
         let Some(mut lease) = self.api.get_opt(&name).await? else {
-            let lease = Lease {
+            let mut lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(self.config.namespace.clone()),
@@ -243,8 +332,10 @@ impl Candidate {
                     ..LeaseSpec::default()
                 }),
             };
+            self.shared.apply(&mut lease);
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(written) => {
+                    self.shared.observe(&written);
                     self.written = Some(written);
                     Ok(Attempt::Held)
                 }
@@ -255,6 +346,7 @@ impl Candidate {
             };
         };
         let seen = Observed::of(&lease);
+        self.shared.observe(&lease);
         let seen_at = match &self.observed {
             Some((previous, at)) if *previous == seen => *at,
             _ => Instant::now(),
@@ -279,6 +371,7 @@ impl Candidate {
         spec.lease_duration_seconds = Some(self.lease_seconds());
         spec.renew_time = Some(Self::now());
         lease.spec = Some(spec);
+        self.shared.apply(&mut lease);
         // The resourceVersion read above makes this a compare-and-swap.
         match self
             .api
@@ -286,6 +379,7 @@ impl Candidate {
             .await
         {
             Ok(written) => {
+                self.shared.observe(&written);
                 self.written = Some(written);
                 Ok(Attempt::Held)
             }
@@ -348,6 +442,7 @@ async fn run(
     config: LeaderConfig,
     leader: watch::Sender<bool>,
     holder: watch::Sender<Option<String>>,
+    shared: Shared,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut candidate = Candidate {
@@ -355,6 +450,7 @@ async fn run(
         config: config.clone(),
         observed: None,
         written: None,
+        shared,
     };
     // While leader: the instant by which a renewal must succeed, else we step down.
     let mut step_down_at: Option<Instant> = None;

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
+use k8s_openapi::api::coordination::v1::Lease;
 
 use super::{EXIT_DENIED, EXIT_INPUT, EXIT_OK};
 use crate::cli::{ExplainArgs, ExplainOutput, ProviderKind};
@@ -16,6 +17,7 @@ use crate::dns::{DEFAULT_TTL, Endpoint, in_zone};
 use crate::engine::Outcome;
 use crate::engine::explain::{explain_name, explain_route, parse_name};
 use crate::engine::explain_text::{Explained, Held, HeldRecord, to_json, to_text};
+use crate::engine::health::{FAILING_TARGETS_ANNOTATION, TargetHealth};
 use crate::engine::zone::ZoneView;
 use crate::index::Snapshot;
 use crate::model::{Object, ObjectKey, ObjectKind, RecordType};
@@ -106,13 +108,14 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let live = if read_cluster {
+    let (live, failing) = if read_cluster {
         runtime.block_on(read_live_objects(
             args.kubeconfig.as_deref(),
             args.context.as_deref(),
+            (&args.leader_election_namespace, &args.lease_name),
         ))?
     } else {
-        Vec::new()
+        (Vec::new(), TargetHealth::new())
     };
     // The files replace live objects of the same name, as `kubectl apply` would.
     let mut world: BTreeMap<ObjectKey, Object> = live.into_iter().map(|o| (o.key(), o)).collect();
@@ -134,7 +137,9 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
         }
         Listing::Not(_) => ZoneView::new(),
     };
-    let snapshot = Snapshot::from_objects(cfg, world.into_values()).with_zone_view(zone);
+    let snapshot = Snapshot::from_objects(cfg, world.into_values())
+        .with_zone_view(zone)
+        .with_target_health(failing);
     let explained = match target {
         Target::Name(name) => Explained::Name(explain_name(&snapshot, &name)),
         Target::Route {
@@ -156,13 +161,41 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
     Ok((text, code))
 }
 
+/// The cluster's objects, and the failing targets the Lease holder keeps on the Lease.
 async fn read_live_objects(
     kubeconfig: Option<&std::path::Path>,
     context: Option<&str>,
-) -> Result<Vec<Object>> {
-    kube::list_cluster(kubeconfig, context)
+    lease: (&str, &str),
+) -> Result<(Vec<Object>, TargetHealth)> {
+    let (objects, client) = kube::list_cluster_with_client(kubeconfig, context)
         .await
-        .context("connecting to the cluster (pass --manifests PATH to explain files offline)")
+        .context("connecting to the cluster (pass --manifests PATH to explain files offline)")?;
+    Ok((objects, failing_targets(&client, lease).await))
+}
+
+/// The failing targets on serve's Lease `(namespace, name)`; none when there is no such Lease
+/// (no election, or health checks never ran), said on stderr when it cannot be read.
+async fn failing_targets(client: &::kube::Client, (namespace, name): (&str, &str)) -> TargetHealth {
+    let leases: ::kube::Api<Lease> = ::kube::Api::namespaced(client.clone(), namespace);
+    let lease = match leases.get_opt(name).await {
+        Ok(lease) => lease,
+        Err(error) => {
+            eprintln!(
+                "gateway-dns explain: the Lease {namespace}/{name} cannot be read ({error}): the health checks' failing targets are not shown"
+            );
+            return TargetHealth::new();
+        }
+    };
+    let text = lease
+        .and_then(|l| l.metadata.annotations)
+        .and_then(|mut a| a.remove(FAILING_TARGETS_ANNOTATION))
+        .unwrap_or_default();
+    TargetHealth::from_annotation(&text).unwrap_or_else(|error| {
+        eprintln!(
+            "gateway-dns explain: the failing targets on the Lease {namespace}/{name} cannot be read ({error})"
+        );
+        TargetHealth::new()
+    })
 }
 
 /// The provider's records, or why it was not listed.

@@ -360,12 +360,15 @@ impl Process {
         let tls = health::probe::tls_connector()
             .context("building the TLS client of https health checks")?;
         let (index, metrics) = (self.index.clone(), self.metrics.clone());
+        // The holder keeps the failing targets on the Lease for the other replicas.
+        let shared = self.election.as_ref().map(LeaderElection::shared);
         self.tasks.spawn(async move {
             health::run(
                 index,
                 metrics,
                 config,
                 leader,
+                shared,
                 tls,
                 crate::index::system_clock(),
             )

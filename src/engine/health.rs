@@ -5,7 +5,27 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::Address;
+
+/// The Lease annotation by which the holder shares the failing targets with every other replica
+/// (and with `explain`): [`TargetHealth::to_annotation`].
+pub const FAILING_TARGETS_ANNOTATION: &str = "gateway-dns.io/failing-targets";
+
+/// The most failing targets the annotation carries; more are left out (and fail open there).
+const MAX_SHARED: usize = 1000;
+/// The longest error text the annotation carries per target.
+const MAX_SHARED_ERROR: usize = 256;
+
+/// One failing target as the annotation carries it.
+#[derive(Serialize, Deserialize)]
+struct SharedTarget {
+    gateway: String,
+    address: std::net::IpAddr,
+    since: i64,
+    error: String,
+}
 
 /// A target whose probes failed as many times in a row as its failure threshold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,5 +82,95 @@ impl TargetHealth {
                 .iter()
                 .map(move |(address, unhealthy)| (&**gateway, address, unhealthy))
         })
+    }
+
+    /// The failing targets as the Lease annotation [`FAILING_TARGETS_ANNOTATION`] carries them:
+    /// a JSON list, at most [`MAX_SHARED`] targets with their errors cut to
+    /// [`MAX_SHARED_ERROR`] bytes, so that the Lease stays small.
+    pub fn to_annotation(&self) -> String {
+        let shared: Vec<SharedTarget> = self
+            .iter()
+            .filter_map(|(gateway, address, unhealthy)| match address {
+                Address::Ip(ip) => Some(SharedTarget {
+                    gateway: gateway.to_owned(),
+                    address: *ip,
+                    since: unhealthy.since,
+                    error: cut(&unhealthy.error, MAX_SHARED_ERROR).to_owned(),
+                }),
+                _ => None,
+            })
+            .take(MAX_SHARED)
+            .collect();
+        // A list of strings and numbers always serializes.
+        serde_json::to_string(&shared).unwrap_or_default()
+    }
+
+    /// Reads [`Self::to_annotation`]'s text back; empty text is no failing target.
+    pub fn from_annotation(text: &str) -> Result<TargetHealth, String> {
+        let mut health = TargetHealth::new();
+        if text.trim().is_empty() {
+            return Ok(health);
+        }
+        let shared: Vec<SharedTarget> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        for target in shared.into_iter().take(MAX_SHARED) {
+            health.set_unhealthy(
+                &target.gateway,
+                Address::Ip(target.address),
+                Unhealthy {
+                    since: target.since,
+                    error: target.error.into(),
+                },
+            );
+        }
+        Ok(health)
+    }
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_annotation_reads_back_what_it_was_made_of() {
+        let mut health = TargetHealth::new();
+        health.set_unhealthy(
+            "infra/gw1",
+            Address::Ip("10.0.0.1".parse().unwrap()),
+            Unhealthy {
+                since: 1_700_000_000,
+                error: "connection refused".into(),
+            },
+        );
+        health.set_unhealthy(
+            "infra/gw2",
+            Address::Ip("2001:db8::1".parse().unwrap()),
+            Unhealthy {
+                since: 1_700_000_001,
+                error: "é".repeat(200).into(),
+            },
+        );
+        let text = health.to_annotation();
+        let back = TargetHealth::from_annotation(&text).unwrap();
+        let error = |h: &TargetHealth| {
+            h.unhealthy("infra/gw2", &Address::Ip("2001:db8::1".parse().unwrap()))
+                .map(|u| u.error.len())
+        };
+        // The error is cut at a character boundary, the rest is whole.
+        assert_eq!(error(&back), Some(256));
+        assert_eq!(
+            back.unhealthy("infra/gw1", &Address::Ip("10.0.0.1".parse().unwrap())),
+            health.unhealthy("infra/gw1", &Address::Ip("10.0.0.1".parse().unwrap()))
+        );
+        assert!(TargetHealth::from_annotation("").unwrap().is_empty());
+        assert!(TargetHealth::from_annotation("{not json").is_err());
     }
 }

@@ -21,8 +21,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::engine::World;
-use crate::engine::health::{TargetHealth, Unhealthy};
+use crate::engine::health::{FAILING_TARGETS_ANNOTATION, TargetHealth, Unhealthy};
 use crate::index::Index;
+use crate::leader::Shared;
 use crate::metrics::Metrics;
 use crate::model::Address;
 use spec::{CheckSpec, Defaults, SpecError};
@@ -235,16 +236,22 @@ struct Tracked {
     due: Instant,
 }
 
-/// Probes while this replica holds the Lease (always without an election); a replica that does
-/// not hold it forgets every state, clears the failing targets and the gauges, and waits.
+/// Probes while this replica holds the Lease (always without an election), and keeps the
+/// failing targets on the Lease (`shared`) for the others. A replica that does not hold it
+/// forgets every probe state and clears the gauges, and its index follows the failing targets
+/// the Lease carries; a new holder starts from them, so a hand-over brings no failing target
+/// back before it passes its success threshold.
 pub async fn run(
     index: Index,
     metrics: Arc<Metrics>,
     config: HealthConfig,
     mut leader: Option<watch::Receiver<bool>>,
+    shared: Option<Shared>,
     tls: tokio_rustls::TlsConnector,
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
 ) {
+    let mut seen = shared.as_ref().map(Shared::seen);
+    let mut following = false;
     let mut changes = index.subscribe();
     let mut tracked: HashMap<(Box<str>, IpAddr), Tracked> = HashMap::new();
     let mut reported: HashSet<BadSpec> = HashSet::new();
@@ -257,13 +264,39 @@ pub async fn run(
         if !leading {
             if !tracked.is_empty() {
                 tracked.clear();
-                index.set_target_health(TargetHealth::new());
                 metrics.set_target_health([]);
                 tracing::info!("not the Lease holder: health checks stopped");
             }
+            match seen.as_mut() {
+                Some(seen) if !following || seen.has_changed().unwrap_or(false) => {
+                    let text = seen
+                        .borrow_and_update()
+                        .get(FAILING_TARGETS_ANNOTATION)
+                        .cloned()
+                        .unwrap_or_default();
+                    match TargetHealth::from_annotation(&text) {
+                        Ok(health) => {
+                            if index.set_target_health(health) {
+                                tracing::debug!(
+                                    "failing targets changed on the Lease; names follow"
+                                );
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "the failing targets on the Lease cannot be read; the last ones read stay")
+                        }
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    index.set_target_health(TargetHealth::new());
+                }
+            }
+            following = true;
             stale = true;
             continue;
         }
+        following = false;
         if stale || changes.has_changed().unwrap_or(false) {
             changes.borrow_and_update();
             stale = false;
@@ -283,7 +316,8 @@ pub async fn run(
                 }
             }
             reported = bad.into_iter().collect();
-            follow(&mut tracked, current);
+            let published = index.snapshot();
+            follow(&mut tracked, current, published.target_health());
         }
         let now = Instant::now();
         let due: Vec<Target> = tracked
@@ -301,7 +335,7 @@ pub async fn run(
         if due.is_empty() {
             // Targets may have gone (a Gateway no longer annotated): what fails is set anew
             // each tick, and the index publishes only a change.
-            publish(&index, &metrics, &tracked);
+            publish(&index, &metrics, shared.as_ref(), &tracked);
             continue;
         }
         let results: Vec<(Target, Result<(), String>)> = futures::stream::iter(due)
@@ -333,13 +367,18 @@ pub async fn run(
                 }
             }
         }
-        publish(&index, &metrics, &tracked);
+        publish(&index, &metrics, shared.as_ref(), &tracked);
     }
 }
 
 /// Keeps the state of every target still wanted (a changed check or Host starts it afresh),
-/// drops the others, and adds the new ones, due at once.
-fn follow(tracked: &mut HashMap<(Box<str>, IpAddr), Tracked>, current: Vec<Target>) {
+/// drops the others, and adds the new ones, due at once: failing if `published` says so (what
+/// the Lease carried from the last holder), else healthy.
+fn follow(
+    tracked: &mut HashMap<(Box<str>, IpAddr), Tracked>,
+    current: Vec<Target>,
+    published: &TargetHealth,
+) {
     let wanted: HashSet<(Box<str>, IpAddr)> = current.iter().map(Target::key).collect();
     tracked.retain(|key, _| wanted.contains(key));
     for target in current {
@@ -348,11 +387,17 @@ fn follow(tracked: &mut HashMap<(Box<str>, IpAddr), Tracked>, current: Vec<Targe
             Some(entry) if entry.target == target => {}
             Some(entry) if entry.target.spec == target.spec => entry.target = target,
             _ => {
+                let state = TargetState {
+                    unhealthy: published
+                        .unhealthy(&target.gateway, &Address::Ip(target.address))
+                        .cloned(),
+                    ..TargetState::default()
+                };
                 tracked.insert(
                     key,
                     Tracked {
                         target,
-                        state: TargetState::default(),
+                        state,
                         due: Instant::now(),
                     },
                 );
@@ -361,8 +406,14 @@ fn follow(tracked: &mut HashMap<(Box<str>, IpAddr), Tracked>, current: Vec<Targe
     }
 }
 
-/// Sets the failing targets on the index (which publishes only a change) and the gauges.
-fn publish(index: &Index, metrics: &Metrics, tracked: &HashMap<(Box<str>, IpAddr), Tracked>) {
+/// Sets the failing targets on the index (which publishes only a change), on the Lease for the
+/// other replicas, and the gauges.
+fn publish(
+    index: &Index,
+    metrics: &Metrics,
+    shared: Option<&Shared>,
+    tracked: &HashMap<(Box<str>, IpAddr), Tracked>,
+) {
     let mut health = TargetHealth::new();
     let mut gateways: BTreeMap<&str, bool> = BTreeMap::new();
     for entry in tracked.values() {
@@ -377,6 +428,9 @@ fn publish(index: &Index, metrics: &Metrics, tracked: &HashMap<(Box<str>, IpAddr
         }
     }
     metrics.set_target_health(gateways);
+    if let Some(shared) = shared {
+        shared.keep(FAILING_TARGETS_ANNOTATION, health.to_annotation());
+    }
     if index.set_target_health(health) {
         tracing::debug!("failing targets changed; names follow");
     }

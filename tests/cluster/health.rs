@@ -394,3 +394,154 @@ async fn probes_take_a_dead_target_out_of_a_shared_name_and_never_the_last() {
     wait_answer(bind.addr(), &serve, &[A, B, C]).await;
     serve.assert_running();
 }
+
+/// `/status.json` of one replica.
+async fn status_of(serve: &Serve) -> Value {
+    let (_, body) = crate::support::install::http_get(serve.metrics, "/status.json")
+        .await
+        .unwrap_or_default();
+    serde_json::from_str(&body).unwrap_or_default()
+}
+
+/// The failing targets one replica's status page shows for [`NAME`].
+async fn failing_shown_by(serve: &Serve) -> Vec<String> {
+    let status = status_of(serve).await;
+    status["names"]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|row| row["name"] == NAME)
+        .flat_map(|row| {
+            row["failingTargets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Only the holder probes; the others read its failing targets off the Lease, and so does
+/// `explain`. When the holder dies, the next one starts from them: the dead target never comes
+/// back into DNS during the hand-over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_and_explain_see_the_holders_failing_targets_and_a_new_holder_keeps_them() {
+    let port = free_port();
+    let mut a = Site::new(A, port, None);
+    let mut b = Site::new(B, port, None);
+    let mut c = Site::new(C, port, Some(self_signed()));
+    for site in [&mut a, &mut b, &mut c] {
+        site.start();
+    }
+    let cluster = tokio::task::block_in_place(|| {
+        let cluster = ControlPlane::start();
+        cluster.install_gateway_dns_rbac();
+        cluster.apply(&objects(port), &[]).ok();
+        cluster.gateway_address("infra/a", &[A]);
+        cluster.gateway_address("infra/b", &[B]);
+        cluster.gateway_address("infra/c", &[C]);
+        cluster
+    });
+    let identity = tokio::task::block_in_place(|| {
+        cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
+    });
+    let bind = Bind::start("example.com", "");
+    let mut args: Vec<String> = bind.serve_args();
+    // A short Lease, so that the hand-over below takes seconds.
+    args.extend(
+        [
+            "--shared-name",
+            NAME,
+            "--leader-election-lease-duration",
+            "4s",
+            "--leader-election-renew-deadline",
+            "3s",
+            "--leader-election-retry-period",
+            "1s",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = Serve::start_with_env(&identity, "health-0", &args, &bind.serve_env());
+    first.wait_ready(LIMIT).await;
+    wait_answer(bind.addr(), &first, &[A, B, C]).await;
+    let start = Instant::now();
+    while status_of(&first).await["overview"]["health"]["leaseHolder"] != "health-0" {
+        assert!(start.elapsed() < LIMIT, "{}", first.log_tail());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let second = Serve::start_with_env(&identity, "health-1", &args, &bind.serve_env());
+    second.wait_ready(LIMIT).await;
+
+    // b dies: the holder takes it out, and the other replica, which never probes it, shows it
+    // failing with the holder's error.
+    b.stop();
+    wait_answer(bind.addr(), &first, &[A, C]).await;
+    let start = Instant::now();
+    let shown = loop {
+        let shown = failing_shown_by(&second).await;
+        if !shown.is_empty() {
+            break shown;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "health-1 never showed b failing; its log ends with:\n{}",
+            second.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with(&format!("{B}: ")), "{shown:?}");
+
+    // explain reads them off the Lease too.
+    let admin = cluster.kubeconfig();
+    let explained = tokio::task::block_in_place(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .args(["explain", NAME, "--shared-name", NAME, "--output", "json"])
+            .arg("--kubeconfig")
+            .arg(&admin)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    });
+    let json: Value =
+        serde_json::from_slice(&explained.stdout).unwrap_or_else(|e| panic!("{e}: {explained:?}"));
+    let text = json.to_string();
+    assert!(
+        text.contains(&format!(r#""target":"{B}""#)) && text.contains(r#""leftOut":true"#),
+        "{json:#}"
+    );
+
+    // The holder dies: the next one starts from b failing, so b stays out of DNS throughout.
+    first.kill();
+    let start = Instant::now();
+    let mut leading_since: Option<Instant> = None;
+    while leading_since.is_none_or(|t| t.elapsed() < INTERVAL * 6) {
+        assert!(
+            start.elapsed() < LIMIT,
+            "health-1 never held the Lease; its log ends with:\n{}",
+            second.log_tail()
+        );
+        let answer = answer_of(bind.addr()).await;
+        assert!(
+            !answer.iter().any(|a| a == B),
+            "b came back into DNS during the hand-over: {answer:?}; health-1's log ends with:\n{}",
+            second.log_tail()
+        );
+        if leading_since.is_none()
+            && status_of(&second).await["overview"]["health"]["leaseHolder"] == "health-1"
+        {
+            leading_since = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And the new holder probes: b back, back in DNS after the success threshold.
+    b.start();
+    wait_answer(bind.addr(), &second, &[A, B, C]).await;
+    let start = Instant::now();
+    while !failing_shown_by(&second).await.is_empty() {
+        assert!(start.elapsed() < LIMIT, "{}", second.log_tail());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    second.assert_running();
+}

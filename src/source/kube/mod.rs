@@ -140,13 +140,24 @@ pub async fn list_cluster(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<Vec<Object>, Error> {
+    list_cluster_with_client(kubeconfig, context)
+        .await
+        .map(|(objects, _)| objects)
+}
+
+/// [`list_cluster`], and the client it read with, for a caller that reads more.
+pub async fn list_cluster_with_client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(Vec<Object>, kube::Client), Error> {
     let config = config_in(kubeconfig, context).await?;
     let server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).map_err(Error::Client)?;
-    list_once(&client).await.map_err(|source| Error::Server {
+    let objects = list_once(&client).await.map_err(|source| Error::Server {
         server,
         source: Box::new(source),
-    })
+    })?;
+    Ok((objects, client))
 }
 
 async fn config_in(
