@@ -422,6 +422,43 @@ fn effects() -> Vec<Effect> {
             check: |o| o.env("GATEWAY_DNS_LOG").as_deref() == Some("debug"),
         },
         Effect {
+            value: "healthChecks.interval",
+            args: vec!["--set", "healthChecks.interval=10s"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_INTERVAL").as_deref() == Some("10s"),
+        },
+        Effect {
+            value: "healthChecks.timeout",
+            args: vec!["--set", "healthChecks.timeout=2s"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_TIMEOUT").as_deref() == Some("2s"),
+        },
+        Effect {
+            value: "healthChecks.failureThreshold",
+            args: vec!["--set", "healthChecks.failureThreshold=5"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_FAILURE_THRESHOLD").as_deref() == Some("5"),
+        },
+        Effect {
+            value: "healthChecks.successThreshold",
+            args: vec!["--set", "healthChecks.successThreshold=1"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_SUCCESS_THRESHOLD").as_deref() == Some("1"),
+        },
+        Effect {
+            value: "healthChecks.expectedCodes",
+            args: vec!["--set", "healthChecks.expectedCodes=200-299\\,404"],
+            check: |o| {
+                o.env("GATEWAY_DNS_HEALTH_CHECK_EXPECTED_CODES").as_deref() == Some("200-299,404")
+            },
+        },
+        Effect {
+            value: "healthChecks.path",
+            args: vec!["--set", "healthChecks.path=/healthz"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_PATH").as_deref() == Some("/healthz"),
+        },
+        Effect {
+            value: "healthChecks.concurrency",
+            args: vec!["--set", "healthChecks.concurrency=8"],
+            check: |o| o.env("GATEWAY_DNS_HEALTH_CHECK_CONCURRENCY").as_deref() == Some("8"),
+        },
+        Effect {
             value: "statusPage.enabled",
             args: vec!["--set", "statusPage.enabled=false"],
             check: |o| o.env("GATEWAY_DNS_STATUS_PAGE").as_deref() == Some("false"),
