@@ -1,5 +1,6 @@
 //! Engine benchmark on synthetic clusters: settling every name (`settle_all`), one-route
-//! re-evaluation, index memory.
+//! re-evaluation, index memory, and building the status page's names table over the settled
+//! outcome (all rows, one filtered and sorted page; `status::view`), beside the settle it reads.
 //!
 //! `cargo bench --bench engine` (or `-- 1000 10000` for chosen sizes). Prints figures; it asserts
 //! nothing about speed.
@@ -14,6 +15,7 @@ use gateway_dns::engine::names::evaluate_route;
 use gateway_dns::engine::settle::{newcomer_conflicts, settle_all};
 use gateway_dns::index::{Index, Snapshot};
 use gateway_dns::model::Object;
+use gateway_dns::status::view::{self, NameQuery};
 use serde_json::json;
 
 #[path = "support/counting.rs"]
@@ -38,6 +40,9 @@ struct Figures {
     reeval: Duration,
     index_apply: Duration,
     bytes_per_route: f64,
+    /// Rows of the names table, and the time to build them and one page.
+    page_rows: usize,
+    page: Duration,
 }
 
 fn measure(routes: usize) -> Figures {
@@ -65,6 +70,30 @@ fn measure(routes: usize) -> Figures {
             })
             .collect(),
     );
+
+    // The status page's names table: every row, then one filtered, sorted page of them, with
+    // no time budget (the page's own cuts a build short at 500 ms).
+    let outcome = settle_all(&snapshot);
+    let zones = vec!["example.com".to_owned(), "example.org".to_owned()];
+    let query = NameQuery {
+        q: "7".to_owned(),
+        sort: "targets".to_owned(),
+        ..NameQuery::default()
+    };
+    let mut page_rows = 0;
+    let page = median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                let far = started + Duration::from_secs(3600);
+                let (rows, partial) = view::rows(&snapshot, &outcome, &zones, "bench", far);
+                page_rows = rows.len();
+                black_box(view::names_page(rows, partial, &query));
+                started.elapsed()
+            })
+            .collect(),
+    );
+    drop(outcome);
 
     // One route changes: as-if-applied on the snapshot + its conflicts (the webhook's path).
     let iterations = 2000;
@@ -110,6 +139,8 @@ fn measure(routes: usize) -> Figures {
         reeval,
         index_apply,
         bytes_per_route,
+        page_rows,
+        page,
     }
 }
 
@@ -127,20 +158,31 @@ fn main() {
         "engine benchmark: {GATEWAYS} Gateways (10% wildcard listeners), 2 hostnames/route, 1% conflicting names"
     );
     println!(
-        "{:>8}  {:>12}  {:>12}  {:>14}  {:>14}  {:>12}",
-        "routes", "build+eval", "settle all", "re-eval/route", "index apply", "index B/route"
+        "{:>8}  {:>12}  {:>12}  {:>14}  {:>14}  {:>12}  {:>9}  {:>12}  {:>11}",
+        "routes",
+        "build+eval",
+        "settle all",
+        "re-eval/route",
+        "index apply",
+        "index B/route",
+        "page rows",
+        "status page",
+        "page/settle"
     );
     let mut results = Vec::new();
     for routes in sizes {
         let f = measure(routes);
         println!(
-            "{:>8}  {:>10.1}ms  {:>10.1}ms  {:>12.1}µs  {:>12.1}µs  {:>12.0}",
+            "{:>8}  {:>10.1}ms  {:>10.1}ms  {:>12.1}µs  {:>12.1}µs  {:>12.0}  {:>9}  {:>10.1}ms  {:>10.2}x",
             f.routes,
             f.build.as_secs_f64() * 1e3,
             f.settle.as_secs_f64() * 1e3,
             f.reeval.as_secs_f64() * 1e6,
             f.index_apply.as_secs_f64() * 1e6,
-            f.bytes_per_route
+            f.bytes_per_route,
+            f.page_rows,
+            f.page.as_secs_f64() * 1e3,
+            f.page.as_secs_f64() / f.settle.as_secs_f64()
         );
         results.push(f);
     }
