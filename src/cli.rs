@@ -1181,6 +1181,11 @@ pub struct ExplainArgs {
     pub output: ExplainOutput,
     /// The DNS provider to read the name's records from (list only, never a write); without
     /// it the provider is not consulted. The embedded server lives in `serve`: ask it with dig.
+    /// Ask these DNS servers (IP[:PORT], port 53 by default; the embedded server's
+    /// secondaries, as serve's --embedded-secondary) for the names' records, and say whether each
+    /// serves what the sync loop would write.
+    #[arg(long = "embedded-secondary", value_name = "ADDR", value_delimiter = ',', value_parser = parse_secondary_address, env = "GATEWAY_DNS_EMBEDDED_SECONDARY", help_heading = PROVIDER)]
+    pub embedded_secondaries: Vec<std::net::SocketAddr>,
     /// The namespace of serve's Lease, whose holder keeps the health checks' failing targets
     /// on it (read with the cluster; serve's --leader-election-namespace).
     #[arg(

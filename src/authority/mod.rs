@@ -84,7 +84,9 @@ use self::listen::{AnswerRateLimiter, bind_pair, serve_tcp, serve_udp, udp_recei
 use self::secondaries::{SecondaryWatch, watch_secondaries};
 use self::transfer::{Transfers, notify_secondaries};
 
-pub use self::secondaries::{DEFAULT_SECONDARY_CHECK_INTERVAL, SecondaryStatus, serials_behind};
+pub use self::secondaries::{
+    DEFAULT_SECONDARY_CHECK_INTERVAL, SecondaryStatus, address_records, serials_behind,
+};
 use self::zone::{Delta, RrSet, Store, Touched, Zone, initial_serial, next_serial, unix_now};
 
 /// Changes waiting to be notified; beyond, a change is skipped (the next one carries its

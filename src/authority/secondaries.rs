@@ -180,8 +180,61 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// `secondary`'s SOA serial of `apex`, over UDP.
 async fn soa_serial(secondary: SocketAddr, apex: &str) -> Result<u32, String> {
-    let name = wire_name(apex).map_err(|e| e.to_string())?;
-    let local: SocketAddr = if secondary.is_ipv4() {
+    let answer = ask(secondary, apex, WireType::SOA).await?;
+    answer
+        .answers
+        .iter()
+        .find_map(|record| match &record.data {
+            RData::SOA(soa) => Some(soa.serial),
+            _ => None,
+        })
+        .ok_or_else(|| format!("answered {} without a SOA", answer.metadata.response_code))
+}
+
+/// What `server` serves for `name`'s A, AAAA and CNAME records, asked over UDP (TCP when the
+/// answer is cut short): each as (type, target), IP addresses as they print, CNAME targets
+/// without the root dot. Empty when it has none (NXDOMAIN, or no data); an error when it does not
+/// answer, or answers with an error code.
+pub async fn address_records(
+    server: SocketAddr,
+    name: &str,
+) -> Result<Vec<(crate::model::RecordType, String)>, String> {
+    use crate::model::RecordType;
+    use hickory_proto::op::ResponseCode;
+    let mut found = Vec::new();
+    for (asked, ours) in [
+        (WireType::A, RecordType::A),
+        (WireType::AAAA, RecordType::AAAA),
+        (WireType::CNAME, RecordType::CNAME),
+    ] {
+        let answer = ask(server, name, asked).await?;
+        let code = answer.metadata.response_code;
+        if code != ResponseCode::NoError && code != ResponseCode::NXDomain {
+            return Err(format!("answered {code} for {name} {asked}"));
+        }
+        for record in &answer.answers {
+            let target = match &record.data {
+                RData::A(a) if asked == WireType::A => a.to_string(),
+                RData::AAAA(aaaa) if asked == WireType::AAAA => aaaa.to_string(),
+                RData::CNAME(cname) if asked == WireType::CNAME => cname
+                    .0
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase(),
+                _ => continue,
+            };
+            found.push((ours, target));
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+/// One question to `server` over UDP, asked again over TCP when the answer is cut short.
+async fn ask(server: SocketAddr, name: &str, asked: WireType) -> Result<Message, String> {
+    let wire = wire_name(name).map_err(|e| e.to_string())?;
+    let local: SocketAddr = if server.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {
         SocketAddr::from(([0u16; 8], 0))
@@ -191,38 +244,62 @@ async fn soa_serial(secondary: SocketAddr, apex: &str) -> Result<u32, String> {
     let mut message = Message::query();
     message.metadata.id = id;
     message.metadata.recursion_desired = false;
-    message.add_query(Query::query(name, WireType::SOA));
+    message.add_query(Query::query(wire, asked));
     let bytes = message.to_vec().map_err(|e| e.to_string())?;
     socket
-        .send_to(&bytes, secondary)
+        .send_to(&bytes, server)
         .await
         .map_err(|e| e.to_string())?;
     let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
     let mut buffer = [0u8; 4096];
     // Bounded by the deadline: each receive waits at most until then.
-    loop {
+    let answer = loop {
         let (len, from) = tokio::time::timeout_at(deadline, socket.recv_from(&mut buffer))
             .await
             .map_err(|_| format!("no answer within {ANSWER_WAIT:?}"))?
             .map_err(|e| e.to_string())?;
-        if from != secondary {
+        if from != server {
             continue;
         }
         let Ok(answer) = Message::from_vec(&buffer[..len]) else {
             continue;
         };
-        if answer.metadata.id != id {
-            continue;
+        if answer.metadata.id == id {
+            break answer;
         }
-        return answer
-            .answers
-            .iter()
-            .find_map(|record| match &record.data {
-                RData::SOA(soa) => Some(soa.serial),
-                _ => None,
-            })
-            .ok_or_else(|| format!("answered {} without a SOA", answer.metadata.response_code));
+    };
+    if !answer.metadata.truncation {
+        return Ok(answer);
     }
+    tokio::time::timeout_at(deadline, ask_over_tcp(server, &bytes, id))
+        .await
+        .map_err(|_| format!("no answer over TCP within {ANSWER_WAIT:?}"))?
+}
+
+async fn ask_over_tcp(server: SocketAddr, query: &[u8], id: u16) -> Result<Message, String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(server)
+        .await
+        .map_err(|e| e.to_string())?;
+    let length = u16::try_from(query.len()).map_err(|_| "query too long".to_owned())?;
+    let mut framed = length.to_be_bytes().to_vec();
+    framed.extend_from_slice(query);
+    stream.write_all(&framed).await.map_err(|e| e.to_string())?;
+    let mut length = [0u8; 2];
+    stream
+        .read_exact(&mut length)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(length))];
+    stream
+        .read_exact(&mut answer)
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = Message::from_vec(&answer).map_err(|e| e.to_string())?;
+    if answer.metadata.id != id {
+        return Err("answered another question".to_owned());
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

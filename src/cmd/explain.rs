@@ -15,8 +15,11 @@ use crate::cli::{ExplainArgs, ExplainOutput, ProviderKind};
 use crate::dns::registry::OwnershipIndex;
 use crate::dns::{DEFAULT_TTL, Endpoint, in_zone};
 use crate::engine::Outcome;
+use crate::engine::Record;
 use crate::engine::explain::{explain_name, explain_route, parse_name};
-use crate::engine::explain_text::{Explained, Held, HeldRecord, to_json, to_text};
+use crate::engine::explain_text::{
+    Explained, Held, HeldRecord, SecondaryHeld, SecondaryRecord, to_json, to_text,
+};
 use crate::engine::health::{FAILING_TARGETS_ANNOTATION, TargetHealth};
 use crate::engine::zone::ZoneView;
 use crate::index::Snapshot;
@@ -148,7 +151,12 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
             name,
         } => Explained::Route(explain_route(&snapshot, kind, &namespace, &name)?),
     };
-    let provider = held(args, listing, &explained)?;
+    let mut provider = held(args, listing, &explained)?;
+    if !args.embedded_secondaries.is_empty() {
+        let (names, wanted) = explained.names_and_records();
+        provider.secondaries =
+            runtime.block_on(ask_secondaries(&args.embedded_secondaries, &names, &wanted));
+    }
     let code = if explained.fine() {
         EXIT_OK
     } else {
@@ -196,6 +204,61 @@ async fn failing_targets(client: &::kube::Client, (namespace, name): (&str, &str
         );
         TargetHealth::new()
     })
+}
+
+/// What each secondary answers for `names`, and whether it is what the sync loop would write
+/// (`wanted`): the same targets for every name and type.
+async fn ask_secondaries(
+    secondaries: &[std::net::SocketAddr],
+    names: &std::collections::BTreeSet<String>,
+    wanted: &[Record],
+) -> Vec<SecondaryHeld> {
+    let mut expected: Vec<SecondaryRecord> = wanted
+        .iter()
+        .flat_map(|record| {
+            record.targets.iter().map(|target| SecondaryRecord {
+                dns_name: record.dns_name.clone(),
+                record_type: record.record_type,
+                target: match record.record_type {
+                    RecordType::CNAME => target.trim_end_matches('.').to_ascii_lowercase(),
+                    _ => target
+                        .parse::<std::net::IpAddr>()
+                        .map_or_else(|_| target.clone(), |ip| ip.to_string()),
+                },
+            })
+        })
+        .collect();
+    expected.sort();
+    expected.dedup();
+    let expected = &expected;
+    let asked =
+        secondaries.iter().map(|&secondary| async move {
+            let mut records = Vec::new();
+            let mut error = None;
+            for name in names {
+                match crate::authority::address_records(secondary, name).await {
+                    Ok(found) => records.extend(found.into_iter().map(|(record_type, target)| {
+                        SecondaryRecord {
+                            dns_name: name.clone(),
+                            record_type,
+                            target,
+                        }
+                    })),
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            records.sort();
+            SecondaryHeld {
+                secondary: secondary.to_string(),
+                current: error.is_none() && records == *expected,
+                records,
+                error,
+            }
+        });
+    futures::future::join_all(asked).await
 }
 
 /// The provider's records, or why it was not listed.
@@ -332,6 +395,7 @@ fn held(args: &ExplainArgs, listing: Listing, explained: &Explained) -> Result<H
         zones,
         records,
         in_sync: Some(in_sync),
+        secondaries: Vec::new(),
     })
 }
 

@@ -67,6 +67,31 @@ pub struct Held {
     /// Whether they are the records the sync loop would write (names, types, targets, and the
     /// TTL where a route asks for one); None when not consulted.
     pub in_sync: Option<bool>,
+    /// What each secondary of the embedded server answers for the names, asked by DNS.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secondaries: Vec<SecondaryHeld>,
+}
+
+/// What one secondary answers for the names explained.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecondaryHeld {
+    /// `IP:PORT`.
+    pub secondary: String,
+    /// Its A, AAAA and CNAME records of the names: (name, type, target).
+    pub records: Vec<SecondaryRecord>,
+    /// It serves exactly the targets the sync loop would write, for every name and type.
+    pub current: bool,
+    /// Why it could not be asked, or what it answered instead of records.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecondaryRecord {
+    pub dns_name: String,
+    pub record_type: RecordType,
+    pub target: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -406,6 +431,32 @@ fn records_text(out: &mut String, records: &[Record]) {
 }
 
 fn held_text(out: &mut String, held: &Held) {
+    provider_text(out, held);
+    if held.secondaries.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nOn the secondaries (asked by DNS):");
+    for secondary in &held.secondaries {
+        let serves = if secondary.records.is_empty() {
+            "no A, AAAA or CNAME record".to_owned()
+        } else {
+            secondary
+                .records
+                .iter()
+                .map(|r| format!("{} {} {}", r.dns_name, r.record_type.as_str(), r.target))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let state = match (&secondary.error, secondary.current) {
+            (Some(error), _) => format!("not asked: {error}"),
+            (None, true) => format!("current: {serves}"),
+            (None, false) => format!("not current yet: serves {serves}"),
+        };
+        let _ = writeln!(out, "  {}: {state}", secondary.secondary);
+    }
+}
+
+fn provider_text(out: &mut String, held: &Held) {
     let provider = held.provider.unwrap_or("the DNS provider");
     if !held.consulted {
         let _ = writeln!(

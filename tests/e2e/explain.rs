@@ -426,3 +426,102 @@ fn explain_lists_what_bind_holds_read_only() {
         wrong.stderr
     );
 }
+
+/// `serve`'s embedded DNS server stands in for a secondary (any server that answers will do):
+/// explain asks it for the name, says it is current when it serves what the sync loop would
+/// write, not current when the files differ from what it serves, and names a server that does
+/// not answer.
+#[test]
+fn secondaries_are_asked_whether_they_serve_the_current_records() {
+    use crate::support::net::{free_port, wait_until};
+    let (dns, silent, metrics) = (free_port(), free_port(), free_port());
+    /// Killed on drop, so that a failed assertion leaves nothing running.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _serve = Killed(
+        Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .args(["serve", "--webhook=false", "--manifests", &manifests()])
+            .args(["--dns-listen", &format!("127.0.0.1:{dns}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("serve starts"),
+    );
+    let server: std::net::SocketAddr = ([127, 0, 0, 1], dns).into();
+    wait_until(
+        "b.example.com resolves",
+        std::time::Duration::from_secs(30),
+        || dig::query(server, "b.example.com", "A", false).data("A") == ["203.0.113.10"],
+    );
+    let secondaries = format!("127.0.0.1:{dns},127.0.0.1:{silent}");
+    let run = explain(&[
+        "b.example.com",
+        "--provider",
+        "embedded",
+        "--embedded-secondary",
+        &secondaries,
+        "--output",
+        "json",
+    ]);
+    let asked = json(&run)["provider"]["secondaries"].clone();
+    assert_eq!(
+        asked[0]["secondary"],
+        format!("127.0.0.1:{dns}"),
+        "{asked:#}"
+    );
+    assert_eq!(asked[0]["current"], true, "{asked:#}");
+    assert_eq!(
+        asked[0]["records"],
+        json!([{"dnsName": "b.example.com", "recordType": "A", "target": "203.0.113.10"}])
+    );
+    assert_eq!(asked[1]["current"], false, "{asked:#}");
+    assert!(
+        asked[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no answer")),
+        "{asked:#}"
+    );
+
+    // Without b1 in the files, the sync loop would write gw2's address: the server, which still
+    // serves gw1's, is not current.
+    let work = tempfile::tempdir().unwrap();
+    let routes = std::fs::read_to_string(Path::new(&manifests()).join("routes.yaml")).unwrap();
+    let without_b1: Vec<&str> = routes
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("name: b1"))
+        .collect();
+    std::fs::write(work.path().join("routes.yaml"), without_b1.join("\n---\n")).unwrap();
+    std::fs::copy(
+        Path::new(&manifests()).join("gateways.yaml"),
+        work.path().join("gateways.yaml"),
+    )
+    .unwrap();
+    let changed = work.path().display().to_string();
+    let run = gateway_dns(
+        &[
+            "explain",
+            "--manifests",
+            &changed,
+            "b.example.com",
+            "--provider",
+            "embedded",
+            "--embedded-secondary",
+            &format!("127.0.0.1:{dns}"),
+        ],
+        &[],
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "127.0.0.1:{dns}: not current yet: serves b.example.com A 203.0.113.10"
+        )),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+}
