@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::cluster::{ControlPlane, repo_root};
+use crate::support::cluster::ControlPlane;
 
 struct Run {
     code: i32,
@@ -37,20 +37,10 @@ fn json(run: &Run) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", run.stdout, run.stderr))
 }
 
-fn example(name: &str) -> String {
-    let path = repo_root().join("examples/cluster").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 #[test]
 fn explain_names_the_winner_and_the_loser_of_the_seed_story() {
     let cluster = ControlPlane::start();
-    cluster.install_gateway_dns_rbac();
-    cluster.apply(&example("gateways.yaml"), &[]).ok();
-    cluster.gateway_address("infra/gw1", &["203.0.113.10"]);
-    cluster.gateway_address("infra/gw2", &["203.0.113.20"]);
-    cluster.gateway_address("infra/gw3", &["203.0.113.30"]);
-    cluster.apply(&example("routes.yaml"), &[]).ok();
+    cluster.seed_story_without_webhook();
     let created = |name: &str| {
         cluster
             .kubectl(&[

@@ -261,27 +261,54 @@ fn transitions_of_a(serve: &Serve) -> usize {
         .count()
 }
 
+/// The three sites, serving, and the control plane with their Gateways and the name; serve's
+/// identity there.
+struct World {
+    a: Site,
+    b: Site,
+    c: Site,
+    cluster: ControlPlane,
+    identity: std::path::PathBuf,
+}
+
+impl World {
+    fn start() -> World {
+        let port = free_port();
+        let mut a = Site::new(A, port, None);
+        let mut b = Site::new(B, port, None);
+        let mut c = Site::new(C, port, Some(self_signed()));
+        for site in [&mut a, &mut b, &mut c] {
+            site.start();
+        }
+        let (cluster, identity) = tokio::task::block_in_place(|| {
+            let cluster = ControlPlane::start();
+            cluster.install_gateway_dns_rbac();
+            cluster.apply(&objects(port), &[]).ok();
+            cluster.gateway_address("infra/a", &[A]);
+            cluster.gateway_address("infra/b", &[B]);
+            cluster.gateway_address("infra/c", &[C]);
+            let identity = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+            (cluster, identity)
+        });
+        World {
+            a,
+            b,
+            c,
+            cluster,
+            identity,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_take_a_dead_target_out_of_a_shared_name_and_never_the_last() {
-    let port = free_port();
-    let mut a = Site::new(A, port, None);
-    let mut b = Site::new(B, port, None);
-    let mut c = Site::new(C, port, Some(self_signed()));
-    for site in [&mut a, &mut b, &mut c] {
-        site.start();
-    }
-    let cluster = tokio::task::block_in_place(|| {
-        let cluster = ControlPlane::start();
-        cluster.install_gateway_dns_rbac();
-        cluster.apply(&objects(port), &[]).ok();
-        cluster.gateway_address("infra/a", &[A]);
-        cluster.gateway_address("infra/b", &[B]);
-        cluster.gateway_address("infra/c", &[C]);
-        cluster
-    });
-    let identity = tokio::task::block_in_place(|| {
-        cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
-    });
+    let World {
+        mut a,
+        mut b,
+        mut c,
+        cluster,
+        identity,
+    } = World::start();
     let bind = Bind::start("example.com", "");
     let mut args: Vec<String> = bind.serve_args();
     args.extend(["--shared-name", NAME].map(String::from));
@@ -426,25 +453,13 @@ async fn failing_shown_by(serve: &Serve) -> Vec<String> {
 /// back into DNS during the hand-over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_and_explain_see_the_holders_failing_targets_and_a_new_holder_keeps_them() {
-    let port = free_port();
-    let mut a = Site::new(A, port, None);
-    let mut b = Site::new(B, port, None);
-    let mut c = Site::new(C, port, Some(self_signed()));
-    for site in [&mut a, &mut b, &mut c] {
-        site.start();
-    }
-    let cluster = tokio::task::block_in_place(|| {
-        let cluster = ControlPlane::start();
-        cluster.install_gateway_dns_rbac();
-        cluster.apply(&objects(port), &[]).ok();
-        cluster.gateway_address("infra/a", &[A]);
-        cluster.gateway_address("infra/b", &[B]);
-        cluster.gateway_address("infra/c", &[C]);
-        cluster
-    });
-    let identity = tokio::task::block_in_place(|| {
-        cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None)
-    });
+    let World {
+        a: _a,
+        mut b,
+        c: _c,
+        cluster,
+        identity,
+    } = World::start();
     let bind = Bind::start("example.com", "");
     let mut args: Vec<String> = bind.serve_args();
     // A short Lease, so that the hand-over below takes seconds.

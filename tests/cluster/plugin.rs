@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::cluster::{ControlPlane, kubectl, repo_root, tools};
+use crate::support::cluster::{ControlPlane, kubectl, tools};
 
 struct Run {
     code: i32,
@@ -105,11 +105,6 @@ fn gateway_dns(args: &[&str]) -> Run {
     run(Command::new(env!("CARGO_BIN_EXE_gateway-dns")).args(args))
 }
 
-fn example(name: &str) -> String {
-    let path = repo_root().join("examples/cluster").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// external-dns's DNSEndpoint kind, as little of its CRD as `--provider dnsendpoint` reads.
 const DNSENDPOINT_CRD: &str = "\
 apiVersion: apiextensions.k8s.io/v1
@@ -157,12 +152,7 @@ spec:
 #[test]
 fn kubectl_runs_gateway_dns_as_its_plugin() {
     let cluster = ControlPlane::start();
-    cluster.install_gateway_dns_rbac();
-    cluster.apply(&example("gateways.yaml"), &[]).ok();
-    cluster.gateway_address("infra/gw1", &["203.0.113.10"]);
-    cluster.gateway_address("infra/gw2", &["203.0.113.20"]);
-    cluster.gateway_address("infra/gw3", &["203.0.113.30"]);
-    cluster.apply(&example("routes.yaml"), &[]).ok();
+    cluster.seed_story_without_webhook();
     let plugin = Plugin::install(&cluster.kubeconfig());
 
     // kubectl finds it on PATH.

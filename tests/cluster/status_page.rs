@@ -13,11 +13,6 @@ use serde_json::{Value, json};
 use crate::support::browser::Browser;
 use crate::support::cluster::{ControlPlane, Serve, repo_root};
 
-fn example(name: &str) -> String {
-    let path = repo_root().join("examples/cluster").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// `/status.json` once it shows `records` records.
 fn status_with_records(base: &str, records: usize, serve: &Serve) -> Value {
     let start = Instant::now();
@@ -54,13 +49,7 @@ fn png(bytes: &[u8], name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_shows_the_seed_story_in_a_real_browser() {
     let cluster = ControlPlane::start();
-    cluster.install_gateway_dns_rbac();
-    cluster.apply(&example("gateways.yaml"), &[]).ok();
-    cluster.gateway_address("infra/gw1", &["203.0.113.10"]);
-    cluster.gateway_address("infra/gw2", &["203.0.113.20"]);
-    cluster.gateway_address("infra/gw3", &["203.0.113.30"]);
-    // No webhook is registered: b2 is stored, and loses the name to b1.
-    cluster.apply(&example("routes.yaml"), &[]).ok();
+    cluster.seed_story_without_webhook();
     let serve = Serve::start(
         &cluster.kubeconfig(),
         "status-0",

@@ -312,6 +312,22 @@ impl ControlPlane {
         client_for(&self.kubeconfig()).await
     }
 
+    /// The seed story of `examples/cluster` applied with kubectl and no webhook, so that the
+    /// losing route b2 is stored too, with the Gateways' addresses set in their status; and the
+    /// RBAC `serve` runs with.
+    pub fn seed_story_without_webhook(&self) {
+        let example = |name: &str| {
+            let path = repo_root().join("examples/cluster").join(name);
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        self.install_gateway_dns_rbac();
+        self.apply(&example("gateways.yaml"), &[]).ok();
+        self.gateway_address("infra/gw1", &["203.0.113.10"]);
+        self.gateway_address("infra/gw2", &["203.0.113.20"]);
+        self.gateway_address("infra/gw3", &["203.0.113.30"]);
+        self.apply(&example("routes.yaml"), &[]).ok();
+    }
+
     /// Applies the RBAC of `manifests/base` (Namespace, ServiceAccount, ClusterRole, Role and
     /// their bindings) unchanged: the identity `serve` runs as in a cluster.
     pub fn install_gateway_dns_rbac(&self) {
