@@ -215,20 +215,25 @@ pub struct Status {
     pub findings: Vec<NamespaceFindings>,
 }
 
-fn status(state: &StatusState, query: &NameQuery) -> Status {
+/// Everything, with the names table's page `query` asks for; without a query (a page that shows
+/// no table) the table is left empty, unbuilt.
+fn status(state: &StatusState, query: Option<&NameQuery>) -> Status {
     let deadline = Instant::now() + view::BUILD_BUDGET;
     let snapshot = state.index.snapshot();
     let outcome = state.index.settled();
-    let (rows, partial) = view::rows(
-        &*snapshot,
-        &outcome,
-        &state.context.zones,
-        &state.context.owner_id,
-        deadline,
-    );
+    let (rows, partial) = match query {
+        Some(_) => view::rows(
+            &*snapshot,
+            &outcome,
+            &state.context.zones,
+            &state.context.owner_id,
+            deadline,
+        ),
+        None => (Vec::new(), false),
+    };
     Status {
         overview: view::overview(&*snapshot, &outcome, state.health()),
-        names: view::names_page(rows, partial, query),
+        names: view::names_page(rows, partial, query.unwrap_or(&NameQuery::default())),
         findings: view::findings_by_namespace(&outcome.violations),
     }
 }
@@ -242,7 +247,7 @@ mod pages {
 
     #[derive(Template)]
     #[template(path = "overview.html", config = "src/status/askama.toml")]
-    pub struct OverviewPage<'a> {
+    pub struct OverviewHtml<'a> {
         /// Which navigation link is the current page.
         pub page: &'static str,
         pub overview: &'a Overview,
@@ -314,9 +319,9 @@ fn now() -> String {
 }
 
 async fn overview_page(State(state): State<StatusState>) -> Response {
-    match build(&state, |state| status(state, &NameQuery::default())).await {
+    match build(&state, |state| status(state, None)).await {
         Ok(status) => html(
-            pages::OverviewPage {
+            pages::OverviewHtml {
                 page: "overview",
                 overview: &status.overview,
                 now: now(),
@@ -347,7 +352,7 @@ async fn names_page(
         Err(why) => return bad_request(why),
     };
     let asked = query.clone();
-    match build(&state, move |state| status(state, &asked)).await {
+    match build(&state, move |state| status(state, Some(&asked))).await {
         Ok(status) => html(
             pages::NamesHtml {
                 page: "names",
@@ -363,7 +368,7 @@ async fn names_page(
 }
 
 async fn findings_page(State(state): State<StatusState>) -> Response {
-    match build(&state, |state| status(state, &NameQuery::default())).await {
+    match build(&state, |state| status(state, None)).await {
         Ok(status) => html(
             pages::FindingsHtml {
                 page: "findings",
@@ -384,7 +389,7 @@ async fn status_json(
         Ok(query) => query,
         Err(why) => return bad_request(why),
     };
-    match build(&state, move |state| status(state, &query)).await {
+    match build(&state, move |state| status(state, Some(&query))).await {
         // Serializing strings, numbers and lists cannot fail.
         Ok(status) => json(serde_json::to_string_pretty(&status).unwrap_or_default()),
         Err(busy) => busy,
