@@ -1031,6 +1031,12 @@ impl Index {
     /// asks first evaluates, callers while it is held get the same result, and a caller after
     /// every holder let go evaluates again.
     pub fn settled(&self) -> Arc<Outcome> {
+        self.settled_with_snapshot().1
+    }
+
+    /// [`Self::settled`] with the snapshot it was settled from, for a reader that needs both
+    /// to agree (records from one, zone view or failing targets from the other).
+    pub fn settled_with_snapshot(&self) -> (Arc<Snapshot>, Arc<Outcome>) {
         let snapshot = self.snapshot();
         let mut settled = self
             .inner
@@ -1042,11 +1048,11 @@ impl Index {
             && std::ptr::eq(of.as_ptr(), Arc::as_ptr(&snapshot))
             && let Some(outcome) = outcome.upgrade()
         {
-            return outcome;
+            return (snapshot, outcome);
         }
         let outcome = Arc::new(settle_all(&*snapshot));
         *settled = Some((Arc::downgrade(&snapshot), Arc::downgrade(&outcome)));
-        outcome
+        (snapshot, outcome)
     }
 
     /// A receiver whose value (a change counter) moves on every change.

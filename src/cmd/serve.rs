@@ -780,7 +780,7 @@ async fn start_metrics_listener(
         );
         let sampler = state.clone();
         process.tasks.spawn(async move {
-            sampler.sample_decisions().await;
+            sampler.run().await;
             Ok(())
         });
         app = crate::status::router(state).merge(app);

@@ -1,8 +1,9 @@
 //! The read-only status page `serve` shows on the metrics listener (`--status-page`): an
 //! overview, the names table, the findings by namespace, and a page per name with what
 //! `explain NAME` says, from the engine's own explanation and `explain`'s own formatters.
-//! HTML is rendered here (askama templates in `templates/`); the same data is `/status.json`.
-//! Nothing secret is shown: no TSIG key names, no keys, no provider addresses.
+//! HTML is rendered here (askama templates in `templates/`, with their style sheet and script
+//! served beside them); the same data is `/status.json`. Nothing secret is shown: no TSIG key
+//! names, no keys, no provider addresses.
 
 pub mod view;
 
@@ -18,24 +19,33 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::{Semaphore, watch};
 
+use crate::engine::Outcome;
 use crate::engine::explain::{explain_name, parse_name};
 use crate::engine::explain_text::{Explained, Held, to_json, to_text};
-use crate::index::Index;
+use crate::index::{Index, Snapshot};
 use crate::metrics::{BlockedGroup, Metrics};
 use crate::model::format_rfc3339;
 use view::{Health, NameQuery, NamesPage, NamespaceFindings, Overview};
 
-/// Pages built at once; a caller beyond that is asked to come back (the page must never take
-/// the cores the webhook answers on).
-const CONCURRENT_BUILDS: usize = 2;
-/// How often the webhook's answered count is sampled for the decisions per minute.
-const DECISION_SAMPLE: Duration = Duration::from_secs(5);
-/// The window of the decisions per minute.
-const DECISION_WINDOW: Duration = Duration::from_secs(60);
+/// Pages built at once; a caller beyond that is asked to come back, so that the page never
+/// takes more than one core from the webhook.
+const CONCURRENT_BUILDS: usize = 1;
+/// How often the webhook's answer count is sampled, and the settled outcome the page keeps
+/// is let go of when unused.
+const SAMPLE: Duration = Duration::from_secs(5);
+/// The window of the admission answers per minute.
+const ANSWER_WINDOW: Duration = Duration::from_secs(60);
+/// How long the page keeps a settled outcome it read after its last request: a page loaded
+/// again soon (a filter changed) settles nothing anew, and an idle page holds no memory.
+const KEEP_OUTCOME: Duration = Duration::from_secs(60);
 
 /// The page's headers: nothing may be loaded from elsewhere, nor the page framed.
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
-     script-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
+     form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// The style sheet and the script of every page, served from this listener.
+const STYLE: &str = include_str!("templates/status.css");
+const SCRIPT: &str = include_str!("templates/status.js");
 
 /// What the page reads: the index, the metrics, and what `serve` knows of its sync and Lease.
 #[derive(Clone)]
@@ -45,6 +55,14 @@ pub struct StatusState {
     context: Arc<Context>,
     builds: Arc<Semaphore>,
     samples: Arc<Mutex<Vec<(Instant, u64)>>>,
+    /// The last snapshot and outcome a page read, and when.
+    kept: Arc<Mutex<Option<Kept>>>,
+}
+
+struct Kept {
+    snapshot: Arc<Snapshot>,
+    outcome: Arc<Outcome>,
+    used: Instant,
 }
 
 /// What `serve` was started with, as the page shows it.
@@ -66,16 +84,29 @@ impl StatusState {
             context: Arc::new(context),
             builds: Arc::new(Semaphore::new(CONCURRENT_BUILDS)),
             samples: Arc::new(Mutex::new(Vec::new())),
+            kept: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// Samples the webhook's answered count every [`DECISION_SAMPLE`] for the decisions per
-    /// minute, for as long as the returned task runs.
-    pub async fn sample_decisions(self) {
-        let mut tick = tokio::time::interval(DECISION_SAMPLE);
+    /// Every [`SAMPLE`]: samples the webhook's answer count for the answers per minute, and
+    /// lets go of a settled outcome no page has read for [`KEEP_OUTCOME`]; for as long as the
+    /// returned future runs.
+    pub async fn run(self) {
+        let mut tick = tokio::time::interval(SAMPLE);
         loop {
             tick.tick().await;
-            self.sample(Instant::now());
+            let now = Instant::now();
+            self.sample(now);
+            let mut kept = self
+                .kept
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if kept
+                .as_ref()
+                .is_some_and(|k| now.duration_since(k.used) >= KEEP_OUTCOME)
+            {
+                *kept = None;
+            }
         }
     }
 
@@ -86,20 +117,44 @@ impl StatusState {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         samples.push((now, self.metrics.admission_requests_total()));
         // Keep one sample at least a window old, to measure the window against.
-        while samples.len() > 2 && now.duration_since(samples[1].0) >= DECISION_WINDOW {
+        while samples.len() > 2 && now.duration_since(samples[1].0) >= ANSWER_WINDOW {
             samples.remove(0);
         }
     }
 
-    fn decisions_per_minute(&self) -> Option<f64> {
+    fn answers_per_minute(&self) -> Option<f64> {
         let samples = self
             .samples
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let (first, last) = (samples.first()?, samples.last()?);
         let span = last.0.duration_since(first.0);
-        (span >= DECISION_WINDOW)
+        (span >= ANSWER_WINDOW)
             .then(|| (last.1.saturating_sub(first.1)) as f64 * 60.0 / span.as_secs_f64())
+    }
+
+    /// The current snapshot and the outcome settled from it: the one kept when the index has
+    /// not changed since, else settled now (and kept).
+    fn settled(&self) -> (Arc<Snapshot>, Arc<Outcome>) {
+        let current = self.index.snapshot();
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(k) = kept.as_mut()
+            && Arc::ptr_eq(&k.snapshot, &current)
+        {
+            k.used = Instant::now();
+            return (k.snapshot.clone(), k.outcome.clone());
+        }
+        drop(current);
+        let (snapshot, outcome) = self.index.settled_with_snapshot();
+        *kept = Some(Kept {
+            snapshot: snapshot.clone(),
+            outcome: outcome.clone(),
+            used: Instant::now(),
+        });
+        (snapshot, outcome)
     }
 
     fn health(&self) -> Health {
@@ -121,8 +176,8 @@ impl StatusState {
                 .into_iter()
                 .map(|g| (g.as_str(), self.metrics.records_blocked(g)))
                 .collect(),
-            decisions_per_minute: self.decisions_per_minute(),
-            decisions_total: self.metrics.admission_requests_total(),
+            answers_per_minute: self.answers_per_minute(),
+            answers_total: self.metrics.admission_requests_total(),
         }
     }
 }
@@ -136,7 +191,33 @@ pub fn router(state: StatusState) -> Router {
         .route("/names/{name}/explain.json", get(name_json))
         .route("/findings", get(findings_page))
         .route("/status.json", get(status_json))
+        .route(
+            "/status.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            "/status.js",
+            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
         .with_state(state)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=300"),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// Builds a page on the blocking pool, at most [`CONCURRENT_BUILDS`] at once.
@@ -144,7 +225,7 @@ async fn build<T: Send + 'static>(
     state: &StatusState,
     make: impl FnOnce(&StatusState) -> T + Send + 'static,
 ) -> Result<T, Response> {
-    let Ok(_permit) = state.builds.clone().try_acquire_owned() else {
+    let Ok(permit) = state.builds.clone().try_acquire_owned() else {
         return Err((
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
@@ -153,15 +234,19 @@ async fn build<T: Send + 'static>(
             .into_response());
     };
     let state = state.clone();
-    tokio::task::spawn_blocking(move || make(&state))
-        .await
-        .map_err(|_| {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "building the page failed\n",
-            )
-                .into_response()
-        })
+    // The permit goes with the build: a request dropped mid-build frees no slot early.
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        make(&state)
+    })
+    .await
+    .map_err(|_| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "building the page failed\n",
+        )
+            .into_response()
+    })
 }
 
 fn html(body: Result<String, askama::Error>) -> Response {
@@ -177,6 +262,10 @@ fn html(body: Result<String, askama::Error>) -> Response {
                     HeaderValue::from_static(CONTENT_SECURITY_POLICY),
                 ),
                 (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
             ],
             body,
         )
@@ -218,22 +307,24 @@ pub struct Status {
 /// Everything, with the names table's page `query` asks for; without a query (a page that shows
 /// no table) the table is left empty, unbuilt.
 fn status(state: &StatusState, query: Option<&NameQuery>) -> Status {
+    let (snapshot, outcome) = state.settled();
+    // The budget is the table's own: settling, shared with the sync loop, is not counted.
     let deadline = Instant::now() + view::BUILD_BUDGET;
-    let snapshot = state.index.snapshot();
-    let outcome = state.index.settled();
-    let (rows, partial) = match query {
-        Some(_) => view::rows(
+    let unfiltered = NameQuery::default();
+    let (rows, total, partial) = match query {
+        Some(query) => view::rows(
             &*snapshot,
             &outcome,
             &state.context.zones,
             &state.context.owner_id,
+            query,
             deadline,
         ),
-        None => (Vec::new(), false),
+        None => (Vec::new(), 0, false),
     };
     Status {
         overview: view::overview(&*snapshot, &outcome, state.health()),
-        names: view::names_page(rows, partial, query.unwrap_or(&NameQuery::default())),
+        names: view::names_page(rows, total, partial, query.unwrap_or(&unfiltered)),
         findings: view::findings_by_namespace(&outcome.violations),
     }
 }
@@ -340,7 +431,21 @@ fn read_query(query: Result<Query<NameQuery>, QueryRejection>) -> Result<NameQue
 }
 
 fn bad_request(why: String) -> Response {
-    (StatusCode::BAD_REQUEST, why + "\n").into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        why + "\n",
+    )
+        .into_response()
 }
 
 async fn names_page(
@@ -451,6 +556,3 @@ async fn name_json(State(state): State<StatusState>, Path(name): Path<String>) -
         Err(busy) => busy,
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::admission::finding_line;
 use crate::engine::{Finding, Outcome, Reason, World};
+use crate::model::DEFAULT_TTL;
 use crate::model::dns_name::canonical;
 
 /// Rows on one page of the names table, unless the query asks for fewer.
@@ -143,7 +144,7 @@ pub struct NamesPage {
     pub rows: Vec<NameRow>,
     /// Rows before the filters.
     pub total: usize,
-    /// Rows the filters keep.
+    /// Rows the filters keep (of those made, when the build was cut short).
     pub matched: usize,
     pub page: usize,
     pub pages: usize,
@@ -189,10 +190,10 @@ pub struct Health {
     pub lease_holder: Option<String>,
     /// Desired records the last pass could not publish: ownership, zone, conflict.
     pub blocked: BTreeMap<&'static str, i64>,
-    /// AdmissionReviews answered over the last minute, scaled to a minute; None until a minute
-    /// of samples is there.
-    pub decisions_per_minute: Option<f64>,
-    pub decisions_total: u64,
+    /// Admission answers over the last minute, scaled to a minute; None until a minute of
+    /// samples is there.
+    pub answers_per_minute: Option<f64>,
+    pub answers_total: u64,
 }
 
 /// The overview's counts.
@@ -232,15 +233,20 @@ pub fn overview<W: World>(world: &W, outcome: &Outcome, health: Health) -> Overv
     }
 }
 
-/// Every row of the names table, sorted by name, then record type: each record, then each name
-/// that only findings speak of. Stops at `deadline`, saying so.
+/// The rows of the names table that `query`'s filters keep, sorted by name, then record type:
+/// each record, then each name that only findings speak of; with how many rows there are
+/// before the filters. The filters apply as the rows are made, so a build cut short at
+/// `deadline` (said with `true`) has every row a narrower filter would keep up to where it
+/// stopped.
 pub fn rows<W: World>(
     world: &W,
     outcome: &Outcome,
     zones: &[String],
     owner_id: &str,
+    query: &NameQuery,
     deadline: Instant,
-) -> (Vec<NameRow>, bool) {
+) -> (Vec<NameRow>, usize, bool) {
+    let filter = Filter::of(query);
     let mut reasons: BTreeMap<&str, Vec<&'static str>> = BTreeMap::new();
     for finding in &outcome.violations {
         if let Some(name) = &finding.hostname {
@@ -253,12 +259,22 @@ pub fn rows<W: World>(
     for list in reasons.values_mut() {
         list.sort_unstable();
     }
-    let mut rows = Vec::with_capacity(outcome.records.len());
-    let mut partial = false;
-    for record in &outcome.records {
-        if rows.len() % 256 == 0 && Instant::now() >= deadline {
-            partial = true;
-            break;
+    // Names that findings speak of and no record publishes (the records are sorted by name).
+    let unpublished: Vec<(&str, &Vec<&'static str>)> = reasons
+        .iter()
+        .filter(|(name, _)| {
+            outcome
+                .records
+                .binary_search_by(|r| r.dns_name.as_str().cmp(name))
+                .is_err()
+        })
+        .map(|(name, list)| (*name, list))
+        .collect();
+    let total = outcome.records.len() + unpublished.len();
+    let mut rows = Vec::new();
+    for (visited, record) in outcome.records.iter().enumerate() {
+        if visited % 256 == 0 && Instant::now() >= deadline {
+            return (rows, total, true);
         }
         let failing_targets = record
             .gateways
@@ -271,7 +287,7 @@ pub fn rows<W: World>(
                     .map(|(_, address, unhealthy)| format!("{address}: {}", unhealthy.error))
             })
             .collect();
-        rows.push(NameRow {
+        let row = NameRow {
             name: record.dns_name.clone(),
             record_type: Some(record.record_type.as_str()),
             targets: record.targets.clone(),
@@ -290,91 +306,116 @@ pub fn rows<W: World>(
                 .get(record.dns_name.as_str())
                 .cloned()
                 .unwrap_or_default(),
-        });
-    }
-    if !partial {
-        // Names that findings speak of and no record publishes.
-        for (name, list) in &reasons {
-            // The records are sorted by name.
-            if outcome
-                .records
-                .binary_search_by(|r| r.dns_name.as_str().cmp(name))
-                .is_ok()
-            {
-                continue;
-            }
-            let holder = world.zone().holder(name);
-            let routes: Vec<String> = outcome
-                .violations
-                .iter()
-                .filter(|f| f.hostname.as_deref() == Some(*name))
-                .map(|f| f.object.clone())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            rows.push(NameRow {
-                name: (*name).to_owned(),
-                record_type: None,
-                targets: holder
-                    .map(|h| h.targets.iter().map(|t| t.to_string()).collect())
-                    .unwrap_or_default(),
-                routes,
-                gateways: Vec::new(),
-                zone: zone_of(name, zones),
-                owner: holder.map_or_else(String::new, |h| h.who()),
-                other_owners: Vec::new(),
-                ttl: None,
-                failing_targets: Vec::new(),
-                reasons: list.clone(),
-            });
+        };
+        if filter.keeps(&row) {
+            rows.push(row);
         }
-        rows.sort_by(|a, b| (&a.name, a.record_type).cmp(&(&b.name, b.record_type)));
     }
-    (rows, partial)
+    for (name, list) in unpublished {
+        let holder = world.zone().holder(name);
+        let routes: Vec<String> = outcome
+            .violations
+            .iter()
+            .filter(|f| f.hostname.as_deref() == Some(name))
+            .map(|f| f.object.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let row = NameRow {
+            name: name.to_owned(),
+            record_type: None,
+            targets: holder
+                .map(|h| h.targets.iter().map(|t| t.to_string()).collect())
+                .unwrap_or_default(),
+            routes,
+            gateways: Vec::new(),
+            zone: zone_of(name, zones),
+            owner: holder.map_or_else(String::new, |h| h.who()),
+            other_owners: Vec::new(),
+            ttl: None,
+            failing_targets: Vec::new(),
+            reasons: list.clone(),
+        };
+        if filter.keeps(&row) {
+            rows.push(row);
+        }
+    }
+    rows.sort_by(|a, b| (&a.name, a.record_type).cmp(&(&b.name, b.record_type)));
+    (rows, total, false)
 }
 
-/// The rows `query` keeps, sorted as it asks, cut to its page.
-pub fn names_page(rows: Vec<NameRow>, partial: bool, query: &NameQuery) -> NamesPage {
-    let total = rows.len();
-    let text = query.q.trim().to_ascii_lowercase();
-    let namespace = query.namespace.trim();
-    let gateway = query.gateway.trim();
-    let reason = query.reason.trim();
-    let mut kept: Vec<NameRow> = rows
-        .into_iter()
-        .filter(|row| {
-            (namespace.is_empty()
+/// The names table's filters, read once per build.
+struct Filter<'q> {
+    namespace: &'q str,
+    gateway: &'q str,
+    reason: &'q str,
+    text: String,
+}
+
+impl Filter<'_> {
+    fn of(query: &NameQuery) -> Filter<'_> {
+        Filter {
+            namespace: query.namespace.trim(),
+            gateway: query.gateway.trim(),
+            reason: query.reason.trim(),
+            text: query.q.trim().to_ascii_lowercase(),
+        }
+    }
+
+    fn keeps(&self, row: &NameRow) -> bool {
+        let namespace = self.namespace;
+        (namespace.is_empty()
+            || row
+                .routes
+                .iter()
+                .any(|r| r.split('/').nth(1) == Some(namespace))
+            || row
+                .gateways
+                .iter()
+                .any(|g| g.split('/').next() == Some(namespace)))
+            && (self.gateway.is_empty() || row.gateways.iter().any(|g| g == self.gateway))
+            && (self.reason.is_empty()
                 || row
-                    .routes
+                    .reasons
                     .iter()
-                    .any(|r| r.split('/').nth(1) == Some(namespace))
-                || row
-                    .gateways
-                    .iter()
-                    .any(|g| g.split('/').next() == Some(namespace)))
-                && (gateway.is_empty() || row.gateways.iter().any(|g| g == gateway))
-                && (reason.is_empty() || row.reasons.iter().any(|r| r.eq_ignore_ascii_case(reason)))
-                && (text.is_empty() || row_contains(row, &text))
-        })
-        .collect();
+                    .any(|r| r.eq_ignore_ascii_case(self.reason)))
+            && (self.text.is_empty() || row_contains(row, &self.text))
+    }
+}
+
+/// The rows a build kept (see [`rows`]), sorted as `query` asks, cut to its page.
+pub fn names_page(
+    mut kept: Vec<NameRow>,
+    total: usize,
+    partial: bool,
+    query: &NameQuery,
+) -> NamesPage {
     let key = |row: &NameRow| -> String {
         match query.sort_column() {
-            "type" => row.record_type.unwrap_or("").to_owned(),
+            "type" => row.record_type.unwrap_or("~").to_owned(),
             "targets" => row.targets.join(","),
             "route" => row.routes.join(","),
             "gateway" => row.gateways.join(","),
             "zone" => row.zone.clone().unwrap_or_default(),
             "owner" => row.owner.clone(),
-            "ttl" => format!("{:010}", row.ttl.unwrap_or(0)),
+            // The TTL a record gets (a name without a record last), as a number sorts.
+            "ttl" => match row.record_type {
+                Some(_) => format!("{:010}", row.ttl.unwrap_or(DEFAULT_TTL)),
+                None => "~".to_owned(),
+            },
             _ => String::new(),
         }
     };
-    if query.sort_column() != "name" {
-        // Stable: rows with the same key stay in name order.
+    let descending = query.order == "desc";
+    if query.sort_column() == "name" {
+        if descending {
+            kept.reverse();
+        }
+    } else if descending {
+        // Stable: rows with the same key stay in name order either way.
+        kept.sort_by_cached_key(|row| std::cmp::Reverse(key(row)));
+    } else {
         kept.sort_by_cached_key(key);
-    }
-    if query.order == "desc" {
-        kept.reverse();
     }
     let matched = kept.len();
     let size = query.page_size();

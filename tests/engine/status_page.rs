@@ -93,11 +93,57 @@ async fn the_overview_counts_what_the_engine_settles() {
         "{html}"
     );
     assert!(html.contains("HostnameConflict"), "{html}");
-    // Nothing is loaded from elsewhere, and the header says so to the browser too.
-    assert!(csp.unwrap().starts_with("default-src 'none'"));
-    for outside in ["http://", "https://", "src=", "<link"] {
+    // Nothing is loaded from elsewhere, and the header says so to the browser too: the style
+    // sheet and the script come from this listener.
+    assert!(
+        csp.unwrap()
+            .starts_with("default-src 'none'; style-src 'self'; script-src 'self'")
+    );
+    for outside in ["http://", "https://", "//"] {
         assert!(!html.contains(outside), "{outside} in the page");
     }
+    assert!(html.contains(r#"<link rel="stylesheet" href="/status.css">"#));
+    let (code, css, _) = get(&app, "/status.css").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(css.contains("body {"), "{css}");
+    let (_, names, _) = get(&app, "/names").await;
+    assert!(names.contains(r#"<script src="/status.js"></script>"#));
+    let (code, js, _) = get(&app, "/status.js").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(js.contains("filter-text"), "{js}");
+}
+
+#[tokio::test]
+async fn what_a_request_says_is_escaped_never_markup() {
+    let app = app(&seed_story());
+    let (code, html, _) = get(
+        &app,
+        "/names?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E&namespace=%22%3E%3Cb%3E",
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(!html.contains("<script>alert"), "{html}");
+    assert!(!html.contains("\"><b>"), "{html}");
+    assert!(html.contains("&#60;script&#62;alert(1)"), "{html}");
+    // A name that is not one is refused as text that no browser renders as a page.
+    let response = app
+        .clone()
+        .oneshot(
+            Request::get("/names/%3Cimg%20src=x%3E.example.com")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/plain; charset=utf-8"
+    );
+    assert_eq!(
+        response.headers()[header::X_CONTENT_TYPE_OPTIONS],
+        "nosniff"
+    );
 }
 
 #[tokio::test]
@@ -231,17 +277,54 @@ async fn bad_queries_and_names_are_told_what_is_wrong() {
 #[test]
 fn a_build_out_of_time_says_the_table_is_partial() {
     let index = seed_story();
-    let snapshot = index.snapshot();
-    let (rows, partial) = view::rows(
+    let (snapshot, outcome) = index.settled_with_snapshot();
+    let query = view::NameQuery::default();
+    let (rows, total, partial) = view::rows(
         &*snapshot,
-        &index.settled(),
+        &outcome,
         &[],
         "west",
+        &query,
         Instant::now() - std::time::Duration::from_millis(1),
     );
     assert!(partial);
     assert!(rows.is_empty());
-    let page = view::names_page(rows, partial, &view::NameQuery::default());
+    assert_eq!(total, 3, "every row counts, made or not");
+    let page = view::names_page(rows, total, partial, &query);
     assert!(page.partial);
-    assert_eq!(page.pages, 1);
+    assert_eq!((page.pages, page.total, page.matched), (1, 3, 0));
+}
+
+#[test]
+fn descending_keeps_ties_in_name_order_and_ttl_sorts_as_published() {
+    let index = seed_story();
+    let (snapshot, outcome) = index.settled_with_snapshot();
+    let query = |sort: &str, order: &str| view::NameQuery {
+        sort: sort.to_owned(),
+        order: order.to_owned(),
+        ..view::NameQuery::default()
+    };
+    let names = |q: &view::NameQuery| {
+        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let (rows, total, partial) = view::rows(&*snapshot, &outcome, &[], "west", q, far);
+        view::names_page(rows, total, partial, q)
+            .rows
+            .into_iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+    };
+    // a and b share gw1's target: a tie, kept in name order both ways; d has none.
+    assert_eq!(
+        names(&query("targets", "")),
+        ["d.example.com", "a.example.com", "b.example.com"]
+    );
+    assert_eq!(
+        names(&query("targets", "desc")),
+        ["a.example.com", "b.example.com", "d.example.com"]
+    );
+    // Both records have the default TTL; the unpublished name sorts last.
+    assert_eq!(
+        names(&query("ttl", "")),
+        ["a.example.com", "b.example.com", "d.example.com"]
+    );
 }
