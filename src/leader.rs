@@ -143,7 +143,8 @@ impl LeaderElection {
     }
 
     /// The identity last seen holding the Lease (this replica's own while it holds it); None
-    /// before the first answer, or while the Lease is free.
+    /// before the first answer, and after this replica stepped down for want of a renewal
+    /// (until the Lease is read again).
     pub fn holder(&self) -> watch::Receiver<Option<String>> {
         self.holder.clone()
     }
@@ -172,6 +173,16 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Forgets what this replica would write: it no longer holds the Lease, and what it kept
+    /// must not overwrite a later holder's when it holds the Lease again.
+    fn forget(&self) {
+        self.keep.send_if_modified(|kept| {
+            let had = !kept.is_empty();
+            kept.clear();
+            had
+        });
+    }
+
     pub fn new() -> Shared {
         Shared {
             keep: watch::channel(BTreeMap::new()).0,
@@ -371,7 +382,11 @@ impl Candidate {
         spec.lease_duration_seconds = Some(self.lease_seconds());
         spec.renew_time = Some(Self::now());
         lease.spec = Some(spec);
-        self.shared.apply(&mut lease);
+        // A replica taking the Lease over leaves the last holder's annotations as they are:
+        // its own are written from its first renewal, once it has made them.
+        if ours {
+            self.shared.apply(&mut lease);
+        }
         // The resourceVersion read above makes this a compare-and-swap.
         match self
             .api
@@ -407,6 +422,8 @@ impl Candidate {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(Self::now());
+        // The next holder starts from what this one knew last.
+        self.shared.apply(&mut lease);
         match self.api.replace(name, &PostParams::default(), &lease).await {
             Ok(_) => info!("released the Lease"),
             Err(error) => warn!(%error, "could not release the Lease; it will expire"),
@@ -414,8 +431,8 @@ impl Candidate {
     }
 }
 
-/// Stops acting as leader once `step_down_at` has passed without a renewal.
-fn step_down_if_due(step_down_at: &mut Option<Instant>, leader: &watch::Sender<bool>) {
+/// Stops acting as leader once `step_down_at` has passed without a renewal; true when it did.
+fn step_down_if_due(step_down_at: &mut Option<Instant>, leader: &watch::Sender<bool>) -> bool {
     if step_down_at.is_some_and(|t| Instant::now() >= t) {
         *step_down_at = None;
         set_leader(
@@ -423,7 +440,9 @@ fn step_down_if_due(step_down_at: &mut Option<Instant>, leader: &watch::Sender<b
             false,
             "could not renew the Lease before the renew deadline",
         );
+        return true;
     }
+    false
 }
 
 fn set_leader(sender: &watch::Sender<bool>, leader: bool, why: &str) {
@@ -477,6 +496,7 @@ async fn run(
             Ok(Ok(Attempt::HeldByOther(seen))) => {
                 step_down_at = None;
                 set_leader(&leader, false, "the Lease is held by another replica");
+                candidate.shared.forget();
                 debug!(holder = seen.as_deref().unwrap_or("?"), "not the leader");
                 // Unnamed (a write that lost a race) leaves the last name seen.
                 if seen.is_some() {
@@ -486,7 +506,10 @@ async fn run(
             Ok(Err(error)) => warn!(%error, "Lease request failed"),
             Err(_elapsed) => warn!("Lease request timed out"),
         }
-        step_down_if_due(&mut step_down_at, &leader);
+        if step_down_if_due(&mut step_down_at, &leader) {
+            candidate.shared.forget();
+            holder.send_replace(None);
+        }
         // Candidates spread their retries; the holder renews on time.
         let period = if step_down_at.is_some() {
             config.retry_period
@@ -501,7 +524,10 @@ async fn run(
             _ = tokio::time::sleep_until(wake) => {}
             _ = stop.changed() => break,
         }
-        step_down_if_due(&mut step_down_at, &leader);
+        if step_down_if_due(&mut step_down_at, &leader) {
+            candidate.shared.forget();
+            holder.send_replace(None);
+        }
     }
     // Stop acting first, then let the others in.
     set_leader(&leader, false, "shutting down");

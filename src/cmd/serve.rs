@@ -83,7 +83,15 @@ pub async fn run(args: ServeArgs) -> Result<u8> {
             syncer = syncer.with_applied_observer(applied_tx);
         }
         process.spawn_sync(Arc::new(syncer), source.synced.clone());
-        process.spawn_health_checks(&args, leader.clone())?;
+        // Probing, and keeping the results on the Lease, waits for the cluster view too: a new
+        // holder that has not listed every Gateway yet would publish a partial list.
+        let probing = match (&leader, &source.cluster) {
+            (Some(_), Some((_, cluster_source))) => {
+                Some(write_gate(leader.clone(), cluster_source.clone(), None))
+            }
+            _ => leader.clone(),
+        };
+        process.spawn_health_checks(&args, probing)?;
     }
     if feedback && let Some((client, cluster_source)) = &source.cluster {
         process.spawn_feedback(

@@ -15,6 +15,10 @@ pub const FAILING_TARGETS_ANNOTATION: &str = "gateway-dns.io/failing-targets";
 
 /// The most failing targets the annotation carries; more are left out (and fail open there).
 const MAX_SHARED: usize = 1000;
+/// The most bytes the annotation takes, far below the API server's 256 KiB for all of an
+/// object's annotations, so that a Lease write never fails for its size; targets past it are
+/// left out as past [`MAX_SHARED`].
+const MAX_SHARED_BYTES: usize = 32 * 1024;
 /// The longest error text the annotation carries per target.
 const MAX_SHARED_ERROR: usize = 256;
 
@@ -85,10 +89,11 @@ impl TargetHealth {
     }
 
     /// The failing targets as the Lease annotation [`FAILING_TARGETS_ANNOTATION`] carries them:
-    /// a JSON list, at most [`MAX_SHARED`] targets with their errors cut to
-    /// [`MAX_SHARED_ERROR`] bytes, so that the Lease stays small.
+    /// a JSON list, at most [`MAX_SHARED`] targets and [`MAX_SHARED_BYTES`], with their errors
+    /// cut to [`MAX_SHARED_ERROR`] bytes, so that the Lease stays small.
     pub fn to_annotation(&self) -> String {
-        let shared: Vec<SharedTarget> = self
+        let mut text = String::from("[");
+        let entries = self
             .iter()
             .filter_map(|(gateway, address, unhealthy)| match address {
                 Address::Ip(ip) => Some(SharedTarget {
@@ -99,10 +104,20 @@ impl TargetHealth {
                 }),
                 _ => None,
             })
-            .take(MAX_SHARED)
-            .collect();
-        // A list of strings and numbers always serializes.
-        serde_json::to_string(&shared).unwrap_or_default()
+            .take(MAX_SHARED);
+        for entry in entries {
+            // Strings and numbers always serialize.
+            let entry = serde_json::to_string(&entry).unwrap_or_default();
+            if text.len() + entry.len() + 2 > MAX_SHARED_BYTES {
+                break;
+            }
+            if text.len() > 1 {
+                text.push(',');
+            }
+            text.push_str(&entry);
+        }
+        text.push(']');
+        text
     }
 
     /// Reads [`Self::to_annotation`]'s text back; empty text is no failing target.
@@ -171,6 +186,24 @@ mod tests {
             health.unhealthy("infra/gw1", &Address::Ip("10.0.0.1".parse().unwrap()))
         );
         assert!(TargetHealth::from_annotation("").unwrap().is_empty());
+        // Many targets with long errors stay within the byte cap, as a list that reads back.
+        let mut many = TargetHealth::new();
+        for i in 0..1000u32 {
+            many.set_unhealthy(
+                "infra/gw",
+                Address::Ip(std::net::IpAddr::from(std::net::Ipv4Addr::from(
+                    0x0a00_0000 + i,
+                ))),
+                Unhealthy {
+                    since: 0,
+                    error: "\"quoted\" ".repeat(40).into(),
+                },
+            );
+        }
+        let text = many.to_annotation();
+        assert!(text.len() <= MAX_SHARED_BYTES, "{}", text.len());
+        let back = TargetHealth::from_annotation(&text).unwrap();
+        assert!(back.iter().count() > 10);
         assert!(TargetHealth::from_annotation("{not json").is_err());
     }
 }
