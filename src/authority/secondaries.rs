@@ -213,6 +213,15 @@ pub async fn address_records(
             return Err(format!("answered {code} for {name} {asked}"));
         }
         for record in &answer.answers {
+            // An answer may carry other names' records too (a CNAME's in-zone target).
+            if !record
+                .name
+                .to_ascii()
+                .trim_end_matches('.')
+                .eq_ignore_ascii_case(name.trim_end_matches('.'))
+            {
+                continue;
+            }
             let target = match &record.data {
                 RData::A(a) if asked == WireType::A => a.to_string(),
                 RData::AAAA(aaaa) if asked == WireType::AAAA => aaaa.to_string(),

@@ -153,7 +153,19 @@ fn explain(args: &ExplainArgs) -> Result<(String, u8)> {
     };
     let mut provider = held(args, listing, &explained)?;
     if !args.embedded_secondaries.is_empty() {
-        let (names, wanted) = explained.names_and_records();
+        let (names, mut wanted) = explained.names_and_records();
+        // A name a wildcard answers for is answered with the wildcard's records, under its own
+        // name.
+        if let Explained::Name(name) = &explained
+            && name.records.is_empty()
+        {
+            for cover in &name.covered_by {
+                wanted.extend(cover.records.iter().map(|record| Record {
+                    dns_name: name.name.clone(),
+                    ..record.clone()
+                }));
+            }
+        }
         provider.secondaries =
             runtime.block_on(ask_secondaries(&args.embedded_secondaries, &names, &wanted));
     }
@@ -194,7 +206,13 @@ async fn failing_targets(client: &::kube::Client, (namespace, name): (&str, &str
             return TargetHealth::new();
         }
     };
-    let text = lease
+    let Some(lease) = lease else {
+        eprintln!(
+            "gateway-dns explain: no Lease {namespace}/{name}, so no failing targets of the health checks are shown (pass --leader-election-namespace and --lease-name as serve has them)"
+        );
+        return TargetHealth::new();
+    };
+    let text = Some(lease)
         .and_then(|l| l.metadata.annotations)
         .and_then(|mut a| a.remove(FAILING_TARGETS_ANNOTATION))
         .unwrap_or_default();

@@ -448,7 +448,7 @@ fn held_text(out: &mut String, held: &Held) {
                 .join(", ")
         };
         let state = match (&secondary.error, secondary.current) {
-            (Some(error), _) => format!("not asked: {error}"),
+            (Some(error), _) => format!("no usable answer: {error}"),
             (None, true) => format!("current: {serves}"),
             (None, false) => format!("not current yet: serves {serves}"),
         };
