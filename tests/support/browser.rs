@@ -41,25 +41,29 @@ impl Browser {
             .process_group(0)
             .spawn()
             .expect("chromedriver starts");
-        let base = format!("http://127.0.0.1:{port}");
-        let start = Instant::now();
-        while ureq::get(&format!("{base}/status")).call().is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "chromedriver did not answer on {base}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
         let profile = tempfile::Builder::new()
             .prefix("gateway-dns-chromium-")
             .tempdir()
             .unwrap();
+        // The guard first: a failure below still stops chromedriver.
         let mut browser = Browser {
             driver: Some(driver),
-            base,
+            base: format!("http://127.0.0.1:{port}"),
             session: String::new(),
             _profile: profile,
         };
+        let start = Instant::now();
+        while ureq::get(&format!("{}/status", browser.base))
+            .call()
+            .is_err()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "chromedriver did not answer on {}",
+                browser.base
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let created = browser.post(
             "/session",
             json!({"capabilities": {"alwaysMatch": {
@@ -197,7 +201,12 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         if !self.session.is_empty() {
-            let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+            // Bounded: ending the session stops the browser, and the profile is removed after.
+            let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session))
+                .config()
+                .timeout_global(Some(Duration::from_secs(10)))
+                .build()
+                .call();
         }
         if let Some(mut driver) = self.driver.take() {
             let _ = Command::new("kill")

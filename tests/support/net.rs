@@ -17,10 +17,26 @@ pub fn free_port() -> u16 {
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32768);
-    let (low, high) = (10_000u16, ephemeral_start.saturating_sub(1).max(10_001));
     let mut given = GIVEN
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // No room below a range that starts low: the kernel's choice, as before.
+    if ephemeral_start <= 11_000 {
+        for _ in 0..100 {
+            let Ok(udp) = UdpSocket::bind("127.0.0.1:0") else {
+                continue;
+            };
+            let Ok(addr) = udp.local_addr() else {
+                continue;
+            };
+            if !given.contains(&addr.port()) && TcpListener::bind(addr).is_ok() {
+                given.insert(addr.port());
+                return addr.port();
+            }
+        }
+        panic!("no free loopback port for UDP+TCP after 100 tries");
+    }
+    let (low, high) = (10_000u16, ephemeral_start - 1);
     for _ in 0..1000 {
         let port = fastrand::u16(low..=high);
         if given.contains(&port) {
