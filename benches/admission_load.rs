@@ -11,7 +11,12 @@
 //! `GATEWAY_DNS_BENCH_CONNECTIONS` (default 64), `GATEWAY_DNS_BENCH_ROUTES` (index size, default
 //! 20k), `GATEWAY_DNS_BENCH_HTTP2=1` (h2 instead of
 //! HTTP/1.1 on each connection), `GATEWAY_DNS_BENCH_ONLY=baseline` or `=validate` (drive that
-//! route alone, for a profiler to see one side; no ratio).
+//! route alone, for a profiler to see one side; no ratio), `GATEWAY_DNS_BENCH_PIN=0` (no CPU
+//! pinning).
+//!
+//! With two CPUs or more, the server's runtime (one worker) and the load client's are each
+//! pinned to a CPU of their own (`sched_setaffinity`; the output says which), so that the ratio
+//! is the server's own cost, not a share of cores the client also needs.
 //!
 //! The workload is the real decision: the engine-backed handler over an index of 20k HTTPRoutes
 //! on 200 Gateways, sent a mix of reviews that are allowed, denied (a hostname another Gateway
@@ -339,15 +344,56 @@ async fn drive(
     }
 }
 
+/// Pins the calling thread to `cpu` alone.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is the empty set, CPU_SET writes inside it, and
+    // sched_setaffinity reads `size_of` bytes of it for this thread (pid 0).
+    let pinned = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        pinned,
+        0,
+        "sched_setaffinity to CPU {cpu}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// The CPUs of the server and of the load client, when there are two to give.
+fn pinned_cpus() -> Option<(usize, usize)> {
+    if std::env::var("GATEWAY_DNS_BENCH_PIN").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    (cpus >= 2).then_some((0, 1))
+}
+
 fn main() {
     // As the binary does (MIMALLOC_PURGE_DELAY overrides it, to compare).
     gateway_dns::allocator::return_freed_pages_promptly();
     let settings = Settings::from_env();
     let workload = engine_workload();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let cpus = pinned_cpus();
+    // The load client: this thread and its runtime's.
+    let mut client = tokio::runtime::Builder::new_multi_thread();
+    let mut server = tokio::runtime::Builder::new_multi_thread();
+    match cpus {
+        Some((server_cpu, client_cpu)) => {
+            pin_to(client_cpu);
+            client.on_thread_start(move || pin_to(client_cpu));
+            server
+                .worker_threads(1)
+                .on_thread_start(move || pin_to(server_cpu));
+            println!(
+                "pinned: the server (1 worker thread) on CPU {server_cpu}, the load client on CPU {client_cpu}"
+            );
+        }
+        None => println!("not pinned: server and load client share every CPU"),
+    }
+    let runtime = client.enable_all().build().expect("tokio runtime");
+    let server = server.enable_all().build().expect("tokio runtime");
     runtime.block_on(async {
         let timed = Arc::new(TimedHandler {
             inner: workload.handler.clone(),
@@ -358,7 +404,11 @@ fn main() {
             enable_baseline_route: true,
             ..WebhookOptions::default()
         };
-        let webhook = TestWebhook::start(timed.clone(), options).await;
+        // Started on the server's runtime: its accept loop and connections run there.
+        let webhook = server
+            .spawn(TestWebhook::start(timed.clone(), options))
+            .await
+            .expect("the webhook starts");
         let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
             workload
                 .reviews
@@ -403,7 +453,7 @@ fn main() {
                 let measured = drive(&webhook, path, bodies.clone(), &settings).await;
                 println!("round {round}: {path} {:.0} req/s", measured.per_second());
             }
-            webhook.stop().await;
+            server.spawn(webhook.stop()).await.expect("the webhook stops");
             return;
         }
         let mut baseline = Measured {
@@ -475,7 +525,7 @@ fn main() {
             percentile(&validate.latencies, 0.99).as_secs_f64()
                 / percentile(&baseline.latencies, 0.99).as_secs_f64(),
         );
-        webhook.stop().await;
+        server.spawn(webhook.stop()).await.expect("the webhook stops");
         in_process_costs(&workload, &bodies).await;
     });
 }
