@@ -1187,14 +1187,15 @@ pub struct ExplainArgs {
     #[arg(long = "embedded-secondary", value_name = "ADDR", value_delimiter = ',', value_parser = parse_secondary_address, env = "GATEWAY_DNS_EMBEDDED_SECONDARY", help_heading = PROVIDER)]
     pub embedded_secondaries: Vec<std::net::SocketAddr>,
     /// The namespace of serve's Lease, whose holder keeps the health checks' failing targets
-    /// on it (read with the cluster; serve's --leader-election-namespace).
+    /// on it (read with the cluster; serve's --leader-election-namespace, the release's
+    /// namespace in the chart). Without such a Lease no target is shown failing.
     #[arg(
         long,
         default_value = "gateway-dns",
         env = "GATEWAY_DNS_LEADER_ELECTION_NAMESPACE"
     )]
     pub leader_election_namespace: String,
-    /// The name of serve's Lease (serve's --lease-name).
+    /// The name of serve's Lease (serve's --lease-name; the release's full name in the chart).
     #[arg(long, default_value = "gateway-dns", env = "GATEWAY_DNS_LEASE_NAME")]
     pub lease_name: String,
     #[arg(long, value_enum, env = "GATEWAY_DNS_PROVIDER", help_heading = PROVIDER)]

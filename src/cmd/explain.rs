@@ -194,7 +194,7 @@ async fn read_live_objects(
 }
 
 /// The failing targets on serve's Lease `(namespace, name)`; none when there is no such Lease
-/// (no election, or health checks never ran), said on stderr when it cannot be read.
+/// (no election, or health checks that never ran), said on stderr when it cannot be read.
 async fn failing_targets(client: &::kube::Client, (namespace, name): (&str, &str)) -> TargetHealth {
     let leases: ::kube::Api<Lease> = ::kube::Api::namespaced(client.clone(), namespace);
     let lease = match leases.get_opt(name).await {
@@ -206,13 +206,9 @@ async fn failing_targets(client: &::kube::Client, (namespace, name): (&str, &str
             return TargetHealth::new();
         }
     };
-    let Some(lease) = lease else {
-        eprintln!(
-            "gateway-dns explain: no Lease {namespace}/{name}, so no failing targets of the health checks are shown (pass --leader-election-namespace and --lease-name as serve has them)"
-        );
-        return TargetHealth::new();
-    };
-    let text = Some(lease)
+    // No such Lease is no news: no election, or health checks that never ran. The flags' help
+    // says to name serve's Lease when it is not at the defaults.
+    let text = lease
         .and_then(|l| l.metadata.annotations)
         .and_then(|mut a| a.remove(FAILING_TARGETS_ANNOTATION))
         .unwrap_or_default();
