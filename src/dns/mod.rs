@@ -12,6 +12,7 @@ pub mod txt_crypto;
 pub(crate) mod wire;
 pub mod zone_file;
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use futures::future::BoxFuture;
@@ -171,7 +172,8 @@ impl IntoIterator for Targets {
 }
 
 /// A batch of RRset-level changes. Providers apply `delete`, then `update`, then `create`, each
-/// list in order (the plan relies on this to write ownership before records and delete it after).
+/// list in order (the plan relies on this to write ownership before records and delete it
+/// after), then `shared`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     /// RRsets that do not exist yet.
@@ -180,16 +182,118 @@ pub struct Changes {
     pub update: Vec<Endpoint>,
     /// RRsets removed (matched by name and type).
     pub delete: Vec<Endpoint>,
+    /// This owner's part of names shared across clusters, added and removed record by record.
+    /// A provider that only replaces whole RRsets gets them as such ([`Changes::whole_rrsets`]).
+    pub shared: Vec<SharedEdit>,
+    /// For each update and delete (by the changed RRset's name and type), the ownership TXT
+    /// RRset that made it ours, as listed: a provider that can make the change conditional
+    /// (RFC 2136 prerequisites) writes only while that RRset is still exactly so.
+    pub owned_by: BTreeMap<(String, RecordType), Endpoint>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.create.is_empty() && self.update.is_empty() && self.delete.is_empty()
+        self.create.is_empty()
+            && self.update.is_empty()
+            && self.delete.is_empty()
+            && self.shared.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.create.len() + self.update.len() + self.delete.len()
+        self.create.len() + self.update.len() + self.delete.len() + self.shared.len()
     }
+
+    /// The shared edits as whole-RRset creates, updates and deletes over the RRsets they were
+    /// planned against, for providers that can only replace RRsets: what another owner writes
+    /// between that listing and this write is overwritten, and written again by its next pass.
+    pub fn whole_rrsets(mut self) -> Changes {
+        for edit in std::mem::take(&mut self.shared) {
+            let (data, txt) = edit.outcome();
+            // Ownership is created before the record and deleted after it, as the plan orders.
+            let mut deletes = Vec::new();
+            for (before, after) in [(edit.listed_txt, txt), (edit.listed, data)] {
+                match (before, after) {
+                    (None, Some(after)) => self.create.push(after),
+                    (Some(_), Some(after)) => self.update.push(after),
+                    (Some(before), None) => deletes.push(before),
+                    (None, None) => {}
+                }
+            }
+            self.delete.extend(deletes.into_iter().rev());
+        }
+        self
+    }
+}
+
+/// One owner's edit of a name shared across clusters: targets added to and removed from the
+/// name's RRset, and the owner's ownership value at the TXT name replaced, never another
+/// owner's record. RFC 2136 sends it as one UPDATE whose prerequisites are both RRsets as
+/// listed, so that it applies to exactly the state it was planned against or not at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedEdit {
+    pub dns_name: String,
+    pub record_type: RecordType,
+    pub ttl: u32,
+    pub add: Vec<String>,
+    pub remove: Vec<String>,
+    /// The name's RRset as listed (`None`: none).
+    pub listed: Option<Endpoint>,
+    pub txt_name: String,
+    /// Our ownership value written, and ours removed (a value replaced is both).
+    pub txt_add: Option<String>,
+    pub txt_remove: Option<String>,
+    /// The TXT RRset at `txt_name` as listed (`None`: none).
+    pub listed_txt: Option<Endpoint>,
+}
+
+impl SharedEdit {
+    /// The name's RRset and the TXT RRset once the edit is applied (`None`: gone).
+    pub fn outcome(&self) -> (Option<Endpoint>, Option<Endpoint>) {
+        let data = edited(
+            self.listed.as_ref(),
+            &self.dns_name,
+            self.record_type,
+            &self.add,
+            &self.remove,
+            self.ttl,
+        );
+        let txt = edited(
+            self.listed_txt.as_ref(),
+            &self.txt_name,
+            RecordType::TXT,
+            self.txt_add.as_slice(),
+            self.txt_remove.as_slice(),
+            self.listed_txt
+                .as_ref()
+                .map_or(DEFAULT_TTL, Endpoint::ttl_or_default),
+        );
+        (data, txt)
+    }
+}
+
+/// `listed` with `add` added and `remove` removed, at `ttl`; `None` when nothing is left.
+fn edited(
+    listed: Option<&Endpoint>,
+    dns_name: &str,
+    record_type: RecordType,
+    add: &[String],
+    remove: &[String],
+    ttl: u32,
+) -> Option<Endpoint> {
+    let targets: Targets = listed
+        .into_iter()
+        .flat_map(|e| e.targets.iter())
+        .filter(|t| !remove.contains(*t))
+        .chain(add)
+        .cloned()
+        .collect();
+    (!targets.is_empty()).then(|| Endpoint {
+        dns_name: dns_name.to_owned(),
+        record_type,
+        targets,
+        ttl: Some(ttl),
+        resource: None,
+    })
 }
 
 /// A DNS backend: list the RRsets of the managed zones, apply a change batch.
@@ -228,6 +332,12 @@ pub trait Provider: Send + Sync {
     /// may change the records, so every pass lists them to catch drift.
     fn generation(&self) -> Option<u64> {
         None
+    }
+
+    /// Whether [`apply`](Provider::apply) takes [`Changes::shared`] record by record; when
+    /// false (the default), the sync loop hands it [`Changes::whole_rrsets`] instead.
+    fn edits_records(&self) -> bool {
+        false
     }
 }
 

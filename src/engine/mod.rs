@@ -485,14 +485,7 @@ impl Config {
 
     /// Is `name` (canonical) on the `--shared-name` list?
     pub fn is_shared_name(&self, name: &str) -> bool {
-        self.shared_names
-            .iter()
-            .any(|shared| match shared.strip_prefix("*.") {
-                Some(suffix) => name
-                    .strip_suffix(suffix)
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-                None => shared == name,
-            })
+        crate::model::dns_name::in_name_list(&self.shared_names, name)
     }
 
     /// May routes in a namespace with these labels override their targets (the label wins)?

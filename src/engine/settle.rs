@@ -532,6 +532,13 @@ pub fn route_finding<W: World>(
     }
 }
 
+/// Why every claim on `name` is refused by what the zone holds, when it is (ARCHITECTURE.md,
+/// "Many clusters, one zone").
+fn zone_refusal<W: World>(world: &W, name: &str) -> Option<String> {
+    let holder = world.zone().holder(name)?;
+    zone::refusal(world.config().is_shared_name(name), name, holder)
+}
+
 /// Settles one name: its records and the conflict findings of the claims that lose it.
 pub fn settle_name<W: World>(world: &W, name: &str) -> (Vec<Record>, Vec<Finding>) {
     let (records, mut findings, effects) = settle_claimed_name(world, name, world.claimants(name));
@@ -550,8 +557,7 @@ pub fn contest<'a, W: World>(
 ) -> (Settlement<'a>, Vec<(Claimant<'a>, Reason, String)>) {
     // A name another owner holds in the zone is no cluster's to settle: every claim is refused
     // it (ARCHITECTURE.md, "Many clusters, one zone").
-    if let Some(holder) = world.zone().holder(name) {
-        let message = zone::held_message(name, holder);
+    if let Some(message) = zone_refusal(world, name) {
         let taken = claims
             .drain(..)
             .map(|c| (c, Reason::HostnameOwnedInZone, message.clone()))
@@ -833,8 +839,7 @@ pub fn newcomer_conflicts<W: World>(world: &W, route: &Route, eval: &RouteEval) 
         }
         // A name another owner holds in the zone is refused whatever this cluster's claims
         // say (ARCHITECTURE.md, "Many clusters, one zone").
-        if let Some(holder) = world.zone().holder(name) {
-            let message = zone::held_message(name, holder);
+        if let Some(message) = zone_refusal(world, name) {
             for_each_claim(
                 world,
                 route,

@@ -19,6 +19,9 @@ pub struct ZoneHolder {
     pub resource: Option<Box<str>>,
     /// The name's A, AAAA and CNAME targets, sorted.
     pub targets: Box<[Box<str>]>,
+    /// Every ownership value at the name marks it shared across clusters (`--shared-name`):
+    /// the owner ids sharing it besides this installation, sorted. `None`: held alone.
+    pub shared: Option<Box<[Box<str>]>>,
 }
 
 impl ZoneHolder {
@@ -74,6 +77,17 @@ impl ZoneView {
                 self.held.insert(name.into(), holder);
             }
             Some(held) => {
+                // Held alone through one record type is held alone.
+                held.shared = match (held.shared.take(), holder.shared) {
+                    (Some(a), Some(b)) => {
+                        let mut owners = a.into_vec();
+                        owners.extend(b.into_vec());
+                        owners.sort_unstable();
+                        owners.dedup();
+                        Some(owners.into_boxed_slice())
+                    }
+                    _ => None,
+                };
                 let mut targets: Vec<Box<str>> = std::mem::take(&mut held.targets).into_vec();
                 targets.extend(holder.targets.into_vec());
                 targets.sort_unstable();
@@ -105,15 +119,60 @@ impl ZoneView {
     }
 }
 
-/// The one-line message of a claim on `name`, which `holder` holds in the zone.
-pub fn held_message(name: &str, holder: &ZoneHolder) -> String {
+/// Why a claim on `name` is refused, which `holder` holds in the zone, when it is: a name held
+/// alone is refused, a name shared across clusters only when this cluster does not share it
+/// too (`shared_here`: it is on this cluster's `--shared-name` list).
+pub fn refusal(shared_here: bool, name: &str, holder: &ZoneHolder) -> Option<String> {
+    match (&holder.shared, shared_here) {
+        (Some(_), true) => None,
+        (Some(owners), false) => {
+            let owners: Vec<String> = owners
+                .iter()
+                .map(|owner| concat(&["\"", owner, "\""]))
+                .collect();
+            let owners = owners.join(", ");
+            Some(concat(&[
+                name,
+                " is shared across clusters by owner ",
+                &owners,
+                " (",
+                &holder_what(holder),
+                "); this cluster does not list it in --shared-name: add it there to join them, \
+                 or drop the hostname",
+            ]))
+        }
+        (None, true) if holder.owner.is_some() => {
+            let owner = holder.owner.as_deref().unwrap_or_default();
+            Some(concat(&[
+                name,
+                " is published by ",
+                &holder.who(),
+                " (",
+                &holder_what(holder),
+                ") as its own: this cluster lists it in --shared-name, but a name held alone \
+                 can't be joined: drop the hostname, or have \"",
+                owner,
+                "\" share it (--shared-name) or release it",
+            ]))
+        }
+        _ => Some(held_message(name, holder)),
+    }
+}
+
+/// The holder's resource and targets: `HTTPRoute apps/b1, 203.0.113.10`.
+fn holder_what(holder: &ZoneHolder) -> String {
     let targets: Vec<&str> = holder.targets.iter().map(|t| &**t).collect();
     let targets = targets.join(", ");
-    let what = match holder.resource_text() {
+    match holder.resource_text() {
         Some(resource) if targets.is_empty() => resource,
         Some(resource) => concat(&[&resource, ", ", &targets]),
         None => targets,
-    };
+    }
+}
+
+/// The one-line message of a claim on `name`, which `holder` holds in the zone.
+pub fn held_message(name: &str, holder: &ZoneHolder) -> String {
+    let what = holder_what(holder);
     let remedy = match &holder.owner {
         Some(owner) => concat(&["drop the hostname, or have \"", owner, "\" release it"]),
         None => "drop the hostname, or remove that record from the zone".to_owned(),
@@ -138,6 +197,7 @@ mod tests {
             owner: owner.map(Into::into),
             resource: resource.map(Into::into),
             targets: targets.iter().map(|t| (*t).into()).collect(),
+            shared: None,
         }
     }
 

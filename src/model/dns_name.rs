@@ -159,6 +159,17 @@ fn is_ipv4_like(name: &str) -> bool {
             .all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Is `name` (canonical) on `list`, whose entries are canonical names or `*.suffix` (any name
+/// below the suffix)? The `--shared-name` list is read so by the engine and the sync loop.
+pub fn in_name_list(list: &[String], name: &str) -> bool {
+    list.iter().any(|entry| match entry.strip_prefix("*.") {
+        Some(suffix) => name
+            .strip_suffix(suffix)
+            .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        None => entry == name,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,3 +298,4 @@ mod tests {
         }
     }
 }
+

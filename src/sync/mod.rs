@@ -78,6 +78,9 @@ pub struct SyncConfig {
     pub policy: Policy,
     /// The managed zones (lower-case, no trailing dot).
     pub zones: Vec<String>,
+    /// `--shared-name`: names shared with owners of other clusters (names, `*.suffix`), of
+    /// which this owner writes its own targets only.
+    pub shared_names: Vec<String>,
     /// Periodic resync (`--interval`).
     pub interval: Duration,
     /// Passes that changes may start back to back after a quiet period, so the first change
@@ -99,6 +102,7 @@ impl SyncConfig {
             registry: TxtRegistry::new(owner_id),
             policy: Policy::Sync,
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
+            shared_names: Vec::new(),
             interval: Duration::from_secs(60),
             // An apply is usually two notifications (the object, then its status): applies a
             // few hundred ms apart never wait for the allowance, and a burst's first eight
@@ -247,6 +251,7 @@ impl Syncer {
             &self.config.registry,
             policy,
             &self.config.zones,
+            &self.config.shared_names,
         );
         self.confirm_listing(planned.owned())?;
         self.record_gauges(&desired, planned.blocked());
@@ -425,8 +430,17 @@ impl Syncer {
             });
         }
         let planned = plan.changes.len();
+        let whole;
+        let changes = if plan.changes.shared.is_empty() || self.provider.edits_records() {
+            &plan.changes
+        } else {
+            // This provider replaces whole RRsets: the shared edits become such, over the
+            // listing they were planned against.
+            whole = plan.changes.clone().whole_rrsets();
+            &whole
+        };
         self.provider
-            .apply(&plan.changes)
+            .apply(changes)
             .await
             .map_err(|source| Error::Apply { planned, source })?;
         if !plan.changes.delete.is_empty() {
@@ -436,7 +450,7 @@ impl Syncer {
         let changes = &plan.changes;
         for (action, count) in [
             (ChangeAction::Create, changes.create.len()),
-            (ChangeAction::Update, changes.update.len()),
+            (ChangeAction::Update, changes.update.len() + changes.shared.len()),
             (ChangeAction::Delete, changes.delete.len()),
         ] {
             self.metrics.add_sync_changes(action, count as u64);

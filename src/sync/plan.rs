@@ -10,10 +10,10 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{Holder, OwnershipIndex, OwnershipLedger, TxtChange, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, SharedEdit, zone_of};
 use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
-use crate::model::dns_name::canonical;
+use crate::model::dns_name::{canonical, in_name_list};
 
 /// What the sync may do to records it owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +87,9 @@ pub enum BlockReason {
     /// `--txt-encrypt-enabled` is on and the ownership value could not be encrypted; it is
     /// never written in the clear instead.
     OwnershipNotEncrypted,
+    /// Another owner shares the name, and the two disagree on how (`--shared-name` on one side
+    /// only, or another TTL): neither writes over the other.
+    SharedDisagreement { owner: String, detail: String },
 }
 
 impl BlockReason {
@@ -99,7 +102,8 @@ impl BlockReason {
             BlockReason::ForeignRecord
             | BlockReason::OwnedByOther { .. }
             | BlockReason::RegistryNameTaken { .. }
-            | BlockReason::OwnershipNotEncrypted => BlockedGroup::Ownership,
+            | BlockReason::OwnershipNotEncrypted
+            | BlockReason::SharedDisagreement { .. } => BlockedGroup::Ownership,
             BlockReason::OwnershipNameTooLong { .. }
             | BlockReason::CnameConflict { .. }
             | BlockReason::DuplicateDesired => BlockedGroup::Conflict,
@@ -136,6 +140,9 @@ impl fmt::Display for BlockReason {
             BlockReason::DuplicateDesired => write!(f, "the desired set lists it twice"),
             BlockReason::OwnershipNotEncrypted => {
                 write!(f, "its ownership value could not be encrypted")
+            }
+            BlockReason::SharedDisagreement { owner, detail } => {
+                write!(f, "owner id {owner:?} shares the name differently: {detail}")
             }
         }
     }
@@ -196,7 +203,20 @@ pub fn plan_with(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
-    Planned::new(desired, current, registry, policy, zones).copying(desired)
+    plan_shared(desired, current, registry, policy, zones, &[])
+}
+
+/// [`plan_with`] where the names on `shared_names` (`--shared-name`: names, `*.suffix`) are
+/// shared across clusters: this owner adds and removes its own targets of them only.
+pub fn plan_shared(
+    desired: &[Endpoint],
+    current: &[Endpoint],
+    registry: &TxtRegistry,
+    policy: Policy,
+    zones: &[String],
+    shared_names: &[String],
+) -> Plan {
+    Planned::new(desired, current, registry, policy, zones, shared_names).copying(desired)
 }
 
 /// A plan decided but not yet written out: the records to create are still positions in the
@@ -220,6 +240,7 @@ impl<'a> Planned<'a> {
         registry: &'a TxtRegistry,
         policy: Policy,
         zones: &[String],
+        shared_names: &[String],
     ) -> Planned<'a> {
         let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
         let ledger = OwnershipLedger::new(current, registry);
@@ -228,7 +249,10 @@ impl<'a> Planned<'a> {
             current: Current::read(current, &zones, ledger.index()),
             policy,
             zones,
+            shared_names: shared_names.to_vec(),
             ledger,
+            shared: Vec::new(),
+            owned_by: BTreeMap::new(),
             plan: Plan {
                 undecryptable,
                 ..Plan::default()
@@ -404,8 +428,14 @@ struct Planner<'a> {
     current: Current<'a>,
     policy: Policy,
     zones: Vec<String>,
+    /// `--shared-name`: names this owner shares with owners of other clusters.
+    shared_names: Vec<String>,
     /// Who owns what, and the ownership this plan claims and releases.
     ledger: OwnershipLedger<'a>,
+    /// Edits of this owner's part of shared names.
+    shared: Vec<SharedEdit>,
+    /// The ownership TXT RRset, as listed, of each RRset updated or deleted.
+    owned_by: BTreeMap<(String, RecordType), Endpoint>,
     plan: Plan,
 }
 
@@ -467,6 +497,17 @@ impl Planner<'_> {
     ) -> (Vec<usize>, Vec<Endpoint>) {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
         for (&(name, record_type), &(index, endpoint)) in wanted {
+            if in_name_list(&self.shared_names, name) {
+                match self.place_shared(name, record_type, endpoint) {
+                    Ok(Some(edit)) if !self.policy.allows_update() && edit.listed.is_some() => {
+                        self.plan.held_by_policy += 1;
+                    }
+                    Ok(Some(edit)) => self.shared.push(edit),
+                    Ok(None) => {}
+                    Err(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
+                }
+                continue;
+            }
             let record_type = &record_type;
             let txt_name = self.ledger.txt_name(name, *record_type);
             let value = self
@@ -484,6 +525,7 @@ impl Planner<'_> {
                     match placement {
                         Placement::Create => creates.push(index),
                         Placement::Update => {
+                            self.guard(name, *record_type);
                             // A TTL no annotation asks for stays what the record has.
                             let ttl = endpoint.ttl.or_else(|| {
                                 self.current
@@ -515,17 +557,16 @@ impl Planner<'_> {
         unwanted: &BTreeSet<(String, RecordType)>,
     ) -> Result<Placement, BlockReason> {
         let txt_name_owned = || txt_name.to_string();
-        if zone_of(txt_name, &self.zones) != zone_of(name, &self.zones) {
-            return Err(BlockReason::OwnershipOutsideZone {
-                txt_name: txt_name_owned(),
-            });
-        }
-        if !fits_dns_limits(txt_name) {
-            return Err(BlockReason::OwnershipNameTooLong {
-                txt_name: txt_name_owned(),
-            });
-        }
+        self.ownership_fits(name, txt_name)?;
         let holder = self.ledger.holder(name, record_type);
+        if let Some(other) = self.other_sharer(name, record_type) {
+            return Err(BlockReason::SharedDisagreement {
+                owner: other.to_owned(),
+                detail: "it shares the name with this owner id, which no longer lists it in \
+                         --shared-name"
+                    .to_owned(),
+            });
+        }
         if let Some(existing) = self.current.data_record(name, record_type) {
             return match holder {
                 Holder::Us => Ok(if !differs(existing, endpoint) {
@@ -568,6 +609,187 @@ impl Planner<'_> {
         Ok(Placement::Create)
     }
 
+    /// The ownership record of `name` can be written: inside the record's zone, within DNS
+    /// limits.
+    fn ownership_fits(&self, name: &str, txt_name: &str) -> Result<(), BlockReason> {
+        if zone_of(txt_name, &self.zones) != zone_of(name, &self.zones) {
+            return Err(BlockReason::OwnershipOutsideZone {
+                txt_name: txt_name.to_owned(),
+            });
+        }
+        if !fits_dns_limits(txt_name) {
+            return Err(BlockReason::OwnershipNameTooLong {
+                txt_name: txt_name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes the update or delete of `name`/`record_type` conditional on its ownership RRset
+    /// as listed.
+    fn guard(&mut self, name: &str, record_type: RecordType) {
+        let index = self.ledger.index();
+        if let Some(txt_name) = index.owning_txt(name, record_type)
+            && let Some(listed) = self.current.record(txt_name, RecordType::TXT)
+        {
+            self.owned_by
+                .insert((name.to_owned(), record_type), listed.clone());
+        }
+    }
+
+    /// Another owner id sharing `name`/`record_type` with ours, when our value there marks it
+    /// shared.
+    fn other_sharer(&self, name: &str, record_type: RecordType) -> Option<&str> {
+        let index = self.ledger.index();
+        let owner = index.owner_of(name, record_type)?;
+        if !owner.shared || owner.owner != self.ledger.owner_id() {
+            return None;
+        }
+        index
+            .registry_values(owner.txt_name)
+            .iter()
+            .find(|(_, labels)| labels.owner != self.ledger.owner_id())
+            .map(|(_, labels)| labels.owner.as_ref())
+    }
+
+    /// Our part of the shared name `name`/`record_type`, as `endpoint` wants it: the edit that
+    /// adds our missing targets, removes those we no longer want (never one another owner
+    /// adds too), and writes our ownership value; `None` when nothing changes.
+    fn place_shared(
+        &self,
+        name: &str,
+        record_type: RecordType,
+        endpoint: &Endpoint,
+    ) -> Result<Option<SharedEdit>, BlockReason> {
+        let txt_name = self.ledger.txt_name(name, record_type);
+        self.ownership_fits(name, &txt_name)?;
+        if self
+            .current
+            .data_record(&txt_name, RecordType::TXT)
+            .is_some()
+        {
+            return Err(BlockReason::RegistryNameTaken { txt_name });
+        }
+        let index = self.ledger.index();
+        let ttl = endpoint.ttl_or_default();
+        let owner_id = self.ledger.owner_id();
+        // A legacy ownership record at the name itself is never a shared one.
+        if let Some(owner) = index.owner_of(name, record_type)
+            && owner.legacy
+            && owner.owner != owner_id
+        {
+            return Err(BlockReason::OwnedByOther {
+                owner: owner.owner.to_owned(),
+            });
+        }
+        let values = index.registry_values(&txt_name);
+        for (_, labels) in values.iter().filter(|(_, l)| l.owner != owner_id) {
+            let owner = labels.owner.to_string();
+            if labels.shared.is_none() {
+                return Err(BlockReason::SharedDisagreement {
+                    owner,
+                    detail: "it holds the name alone, while this owner id lists it in \
+                             --shared-name"
+                        .to_owned(),
+                });
+            }
+            if labels.ttl.unwrap_or(DEFAULT_TTL) != ttl {
+                let theirs = labels.ttl.unwrap_or(DEFAULT_TTL);
+                return Err(BlockReason::SharedDisagreement {
+                    owner,
+                    detail: format!("it writes TTL {theirs}, this owner id TTL {ttl}"),
+                });
+            }
+        }
+        if values.is_empty() && self.current.data_record(name, record_type).is_some() {
+            return Err(BlockReason::ForeignRecord);
+        }
+        let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
+            types.iter().find(|other| {
+                *other != record_type
+                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
+            })
+        });
+        if let Some(existing) = cname_clash {
+            return Err(BlockReason::CnameConflict { existing });
+        }
+        let value = self
+            .ledger
+            .shared_value_for(&txt_name, endpoint, ttl)
+            .map_err(|_| BlockReason::OwnershipNotEncrypted)?;
+        Ok(self.shared_edit(name, record_type, Some((&endpoint.targets, ttl, value))))
+    }
+
+    /// The edit that brings our part of the shared name to `wanted` (targets, TTL, our new
+    /// ownership value), or removes it (`None`); `None` when nothing changes.
+    fn shared_edit(
+        &self,
+        name: &str,
+        record_type: RecordType,
+        wanted: Option<(&crate::dns::Targets, u32, String)>,
+    ) -> Option<SharedEdit> {
+        let index = self.ledger.index();
+        let owner_id = self.ledger.owner_id();
+        let txt_name = index
+            .owning_txt(name, record_type)
+            .map_or_else(|| self.ledger.txt_name(name, record_type), str::to_owned);
+        let listed = self.current.data_record(name, record_type);
+        let listed_txt = self.current.record(&txt_name, RecordType::TXT);
+        let values = index.registry_values(&txt_name);
+        let ours = values.iter().find(|(_, l)| l.owner == owner_id);
+        let others: BTreeSet<&str> = values
+            .iter()
+            .filter(|(_, l)| l.owner != owner_id)
+            .flat_map(|(_, l)| l.shared_targets())
+            .collect();
+        // What we added before: our value's targets, or every target of a name we held alone.
+        let before: BTreeSet<&str> = match ours {
+            Some((_, labels)) if labels.shared.is_some() => labels.shared_targets().collect(),
+            Some(_) => listed
+                .map(|l| l.targets.iter().map(String::as_str).collect())
+                .unwrap_or_default(),
+            None => BTreeSet::new(),
+        };
+        let listed_targets = listed.map(|l| &l.targets);
+        let in_listing = |t: &str| listed_targets.is_some_and(|l| l.contains(t));
+        let (wanted_targets, ttl, value) = match wanted {
+            Some((targets, ttl, value)) => (Some(targets), ttl, Some(value)),
+            None => (None, listed.map_or(DEFAULT_TTL, Endpoint::ttl_or_default), None),
+        };
+        let wants = |t: &str| wanted_targets.is_some_and(|w| w.contains(t));
+        let add: Vec<String> = wanted_targets
+            .into_iter()
+            .flatten()
+            .filter(|t| !in_listing(t))
+            .cloned()
+            .collect();
+        let remove: Vec<String> = before
+            .iter()
+            .filter(|t| in_listing(t) && !wants(t) && !others.contains(*t))
+            .map(|t| (*t).to_owned())
+            .collect();
+        let ours_raw = ours.map(|(raw, _)| (*raw).to_owned());
+        let (txt_add, txt_remove) = match (value, ours_raw) {
+            (Some(value), Some(raw)) if value == raw => (None, None),
+            (value, raw) => (value, raw),
+        };
+        if add.is_empty() && remove.is_empty() && txt_add.is_none() && txt_remove.is_none() {
+            return None;
+        }
+        Some(SharedEdit {
+            dns_name: name.to_owned(),
+            record_type,
+            ttl,
+            add,
+            remove,
+            listed: listed.cloned(),
+            txt_name,
+            txt_add,
+            txt_remove,
+            listed_txt: listed_txt.cloned(),
+        })
+    }
+
     /// Deletes of our unwanted records, each releasing its ownership (unless the policy holds
     /// deletes back).
     fn delete_unwanted(&mut self, unwanted: &BTreeSet<(String, RecordType)>) -> Vec<Endpoint> {
@@ -577,7 +799,20 @@ impl Planner<'_> {
                 self.plan.held_by_policy += 1;
                 continue;
             }
+            if self
+                .ledger
+                .index()
+                .owner_of(name, *record_type)
+                .is_some_and(|owner| owner.shared)
+            {
+                // Our part of a shared name: our targets go, the other owners' stay.
+                if let Some(edit) = self.shared_edit(name, *record_type, None) {
+                    self.shared.push(edit);
+                }
+                continue;
+            }
             if let Some(record) = self.current.data_record(name, *record_type) {
+                self.guard(name, *record_type);
                 deletes.push(record.clone());
             }
             let txt_name = self.ledger.txt_name(name, *record_type);
@@ -620,6 +855,8 @@ impl Planner<'_> {
             create: txt_creates,
             update: updates,
             delete: deletes,
+            shared: std::mem::take(&mut self.shared),
+            owned_by: std::mem::take(&mut self.owned_by),
         };
         self.plan
     }
@@ -633,10 +870,23 @@ impl Planner<'_> {
             .ledger
             .changes(|txt_name| current.record(txt_name, RecordType::TXT))
         {
+            // An ownership RRset is replaced or deleted only while it is as listed.
+            let mut guard = |record: &Endpoint| {
+                if let Some(listed) = current.record(&record.dns_name, RecordType::TXT) {
+                    self.owned_by
+                        .insert((record.dns_name.clone(), RecordType::TXT), listed.clone());
+                }
+            };
             match change {
                 TxtChange::Create(record) => creates.push(record),
-                TxtChange::Delete(record) if self.policy.allows_delete() => deletes.push(record),
-                TxtChange::Update(record) if self.policy.allows_update() => updates.push(record),
+                TxtChange::Delete(record) if self.policy.allows_delete() => {
+                    guard(&record);
+                    deletes.push(record);
+                }
+                TxtChange::Update(record) if self.policy.allows_update() => {
+                    guard(&record);
+                    updates.push(record);
+                }
                 TxtChange::Delete(_) | TxtChange::Update(_) => self.plan.held_by_policy += 1,
             }
         }
@@ -763,7 +1013,7 @@ mod tests {
         ];
         let registry = TxtRegistry::new(OWNER);
         let copied = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
-        let planned = Planned::new(&desired, &current, &registry, Policy::Sync, &zones());
+        let planned = Planned::new(&desired, &current, &registry, Policy::Sync, &zones(), &[]);
         assert_eq!(planned.blocked(), copied.blocked.as_slice());
         let taken = planned.taking(desired.clone());
         assert_eq!(taken.changes, copied.changes);
@@ -1124,4 +1374,164 @@ mod tests {
         assert_eq!("upsert-only".parse::<Policy>().unwrap(), Policy::UpsertOnly);
         assert!("everything".parse::<Policy>().is_err());
     }
+
+    fn shared_plan(desired: &[Endpoint], current: &[Endpoint]) -> Plan {
+        let shared = vec!["b.example.com".to_string()];
+        plan_shared(
+            desired,
+            current,
+            &TxtRegistry::new(OWNER),
+            Policy::Sync,
+            &zones(),
+            &shared,
+        )
+    }
+
+    fn shared_by(owner: &str, targets: &[&str], ttl: u32) -> String {
+        registry::shared_value(owner, Some("httproute/shop/web"), targets.iter().copied(), ttl)
+    }
+
+    #[test]
+    fn a_shared_name_gets_our_targets_added_and_removed_record_by_record() {
+        // East shares b with 10.0.0.2; we add 10.0.0.1 and our value, nothing of east's.
+        let east = shared_by("east", &["10.0.0.2"], 300);
+        let current = vec![
+            a("b.example.com", "10.0.0.2").with_ttl(300),
+            txt("a-b.example.com", std::slice::from_ref(&east)),
+        ];
+        let plan = shared_plan(&[a("b.example.com", "10.0.0.1").with_ttl(300)], &current);
+        assert!(plan.blocked.is_empty(), "{:?}", plan.blocked);
+        assert!(plan.changes.create.is_empty() && plan.changes.update.is_empty());
+        let [edit] = &plan.changes.shared[..] else {
+            panic!("one shared edit: {:?}", plan.changes);
+        };
+        assert_eq!(edit.add, ["10.0.0.1"]);
+        assert!(edit.remove.is_empty() && edit.txt_remove.is_none());
+        let ours = shared_by(OWNER, &["10.0.0.1"], 300);
+        assert_eq!(edit.txt_add.as_deref(), Some(ours.as_str()));
+        let (data, txt_after) = edit.outcome();
+        let data = data.unwrap();
+        assert_eq!(data.targets.len(), 2);
+        assert_eq!(txt_after.unwrap().targets.len(), 2);
+
+        // Both there: a resync changes nothing.
+        let both = vec![
+            Endpoint::new("b.example.com", RecordType::A, ["10.0.0.1", "10.0.0.2"]).with_ttl(300),
+            txt("a-b.example.com", &[east.clone(), ours.clone()]),
+        ];
+        let plan = shared_plan(&[a("b.example.com", "10.0.0.1").with_ttl(300)], &both);
+        assert!(plan.is_empty(), "{:?}", plan.changes);
+
+        // Our route goes: our target and our value go, east's stay.
+        let plan = shared_plan(&[], &both);
+        let [edit] = &plan.changes.shared[..] else {
+            panic!("one shared edit: {:?}", plan.changes);
+        };
+        assert_eq!(edit.remove, ["10.0.0.1"]);
+        assert_eq!(edit.txt_remove.as_deref(), Some(ours.as_str()));
+        assert!(edit.add.is_empty() && edit.txt_add.is_none());
+        assert!(plan.changes.delete.is_empty(), "no RRset is deleted whole");
+        let (data, txt_after) = edit.outcome();
+        assert_eq!(data.unwrap().targets.iter().collect::<Vec<_>>(), ["10.0.0.2"]);
+        assert_eq!(txt_after.unwrap().targets.len(), 1);
+
+        // A target both add stays while the other still adds it.
+        let same = shared_by("east", &["10.0.0.1"], 300);
+        let current = vec![
+            a("b.example.com", "10.0.0.1").with_ttl(300),
+            txt("a-b.example.com", &[same, ours.clone()]),
+        ];
+        let plan = shared_plan(&[], &current);
+        let [edit] = &plan.changes.shared[..] else {
+            panic!("one shared edit: {:?}", plan.changes);
+        };
+        assert!(edit.remove.is_empty(), "east still adds 10.0.0.1");
+
+        // The last owner's removal removes the name and its ownership record.
+        let alone = vec![
+            a("b.example.com", "10.0.0.1").with_ttl(300),
+            txt("a-b.example.com", std::slice::from_ref(&ours)),
+        ];
+        let plan = shared_plan(&[], &alone);
+        let whole = plan.changes.whole_rrsets();
+        assert_eq!(
+            names(&whole.delete),
+            ["b.example.com A", "a-b.example.com TXT"],
+            "the record before its ownership"
+        );
+    }
+
+    #[test]
+    fn a_shared_name_is_never_joined_against_an_owner_that_holds_it_alone_or_another_ttl() {
+        let alone = vec![
+            a("b.example.com", "10.0.0.2"),
+            txt("a-b.example.com", &[ownership_value("east", None)]),
+        ];
+        let plan = shared_plan(&[a("b.example.com", "10.0.0.1")], &alone);
+        assert!(plan.is_empty());
+        assert!(matches!(
+            &plan.blocked[0].reason,
+            BlockReason::SharedDisagreement { owner, .. } if owner == "east"
+        ));
+        let other_ttl = vec![
+            a("b.example.com", "10.0.0.2").with_ttl(60),
+            txt("a-b.example.com", &[shared_by("east", &["10.0.0.2"], 60)]),
+        ];
+        let plan = shared_plan(&[a("b.example.com", "10.0.0.1").with_ttl(300)], &other_ttl);
+        assert!(plan.is_empty());
+        assert!(
+            plan.blocked[0].reason.to_string().contains("TTL 60"),
+            "{}",
+            plan.blocked[0].reason
+        );
+        // An unmanaged record is no one's to share.
+        let plan = shared_plan(
+            &[a("b.example.com", "10.0.0.1")],
+            &[a("b.example.com", "10.0.0.9")],
+        );
+        assert_eq!(plan.blocked[0].reason, BlockReason::ForeignRecord);
+        // Not shared here any more, while east shares it with us: we leave it as it is.
+        let both = vec![
+            Endpoint::new("b.example.com", RecordType::A, ["10.0.0.1", "10.0.0.2"]).with_ttl(300),
+            txt(
+                "a-b.example.com",
+                &[
+                    shared_by("east", &["10.0.0.2"], 300),
+                    shared_by(OWNER, &["10.0.0.1"], 300),
+                ],
+            ),
+        ];
+        let plan = plan_sync(&[a("b.example.com", "10.0.0.1")], &both);
+        assert!(plan.is_empty(), "{:?}", plan.changes);
+        assert!(matches!(
+            &plan.blocked[0].reason,
+            BlockReason::SharedDisagreement { owner, .. } if owner == "east"
+        ));
+    }
+
+    #[test]
+    fn updates_and_deletes_carry_the_ownership_rrset_they_were_planned_against() {
+        let current = vec![
+            a("app.example.com", "192.0.2.1"),
+            ours("app.example.com", RecordType::A),
+            a("old.example.com", "192.0.2.2"),
+            ours("old.example.com", RecordType::A),
+        ];
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.9")], &current);
+        let owned_by = &plan.changes.owned_by;
+        assert_eq!(
+            owned_by.get(&("app.example.com".to_string(), RecordType::A)),
+            Some(&current[1])
+        );
+        assert_eq!(
+            owned_by.get(&("old.example.com".to_string(), RecordType::A)),
+            Some(&current[3])
+        );
+        assert_eq!(
+            owned_by.get(&("a-old.example.com".to_string(), RecordType::TXT)),
+            Some(&current[3]),
+            "the ownership record's own delete too"
+        );
+    }
+
 }

@@ -50,23 +50,59 @@ pub fn view_of(listing: &[Endpoint], registry: &TxtRegistry) -> ZoneView {
             )
         })
     };
+    // The other owners' values where a name is ours, or shared with others.
+    let others_at = |txt_name: &str| {
+        index
+            .registry_values(txt_name)
+            .iter()
+            .filter(|(_, labels)| labels.owner != registry.owner_id)
+            .map(|(_, labels)| labels)
+    };
     let ours: BTreeSet<&str> = addresses()
         .filter(|record| {
             index
                 .owner_of(&record.dns_name, record.record_type)
-                .is_some_and(|owner| owner.owner == registry.owner_id)
+                .is_some_and(|owner| {
+                    owner.owner == registry.owner_id
+                        && (!owner.shared || others_at(owner.txt_name).next().is_none())
+                })
         })
         .map(|record| record.dns_name.as_str())
         .collect();
     let mut view = ZoneView::new();
     for record in addresses().filter(|record| !ours.contains(record.dns_name.as_str())) {
         let owner = index.owner_of(&record.dns_name, record.record_type);
+        // A name every value marks shared is held by the owners sharing it; else by the owner
+        // external-dns reads, or by another owner when that one is us.
+        let (shared, owner_labels) = match owner {
+            Some(owner) => {
+                let values = index.registry_values(owner.txt_name);
+                let others: Vec<_> = others_at(owner.txt_name).collect();
+                let all_shared = values.iter().all(|(_, l)| l.shared.is_some());
+                let shared = all_shared.then(|| {
+                    let mut owners: Vec<Box<str>> =
+                        others.iter().map(|l| (*l.owner).into()).collect();
+                    owners.sort_unstable();
+                    owners.dedup();
+                    owners.into_boxed_slice()
+                });
+                let first = others
+                    .iter()
+                    .find(|l| all_shared || l.shared.is_none())
+                    .or(others.first())
+                    .map(|l| (l.owner.as_ref(), l.resource.as_deref()))
+                    .unwrap_or((owner.owner, owner.resource));
+                (shared, Some(first))
+            }
+            None => (None, None),
+        };
         view.hold(
             &record.dns_name,
             ZoneHolder {
-                owner: owner.map(|o| o.owner.into()),
-                resource: owner.and_then(|o| o.resource).map(Into::into),
+                owner: owner_labels.map(|(o, _)| o.into()),
+                resource: owner_labels.and_then(|(_, r)| r).map(Into::into),
                 targets: record.targets.iter().map(|t| t.as_str().into()).collect(),
+                shared,
             },
         );
     }
@@ -190,4 +226,42 @@ mod tests {
         assert!(view.holder("note.example.com").is_none());
         assert_eq!(counts(&view), (1, 1));
     }
+
+    #[test]
+    fn a_name_every_owner_shares_is_held_shared_and_refused_only_where_it_is_not_shared() {
+        use crate::dns::registry::shared_value;
+        use crate::engine::zone::refusal;
+        let registry = TxtRegistry::new("west");
+        let east = shared_value("east", Some("httproute/apps/b1"), ["203.0.113.10"], 300);
+        let west = shared_value("west", Some("httproute/apps/b2"), ["203.0.113.20"], 300);
+        let listing = vec![
+            Endpoint::new("b.example.com", RecordType::A, ["203.0.113.10", "203.0.113.20"]),
+            Endpoint::new("a-b.example.com", RecordType::TXT, [east.clone(), west]),
+            a("c.example.com", "203.0.113.30"),
+            txt("a-c.example.com", east),
+        ];
+        let view = view_of(&listing, &registry);
+        let b = view.holder("b.example.com").unwrap();
+        assert_eq!(b.shared.as_deref(), Some(&["east".into()][..]));
+        assert_eq!(refusal(true, "b.example.com", b), None);
+        let refused = refusal(false, "b.example.com", b).unwrap();
+        assert!(
+            refused.starts_with("b.example.com is shared across clusters by owner \"east\""),
+            "{refused}"
+        );
+        // East alone shares c: west may join it where it shares it too.
+        let c = view.holder("c.example.com").unwrap();
+        assert_eq!(refusal(true, "c.example.com", c), None);
+        // A name held alone is refused whether or not it is shared here.
+        let alone = vec![
+            a("d.example.com", "203.0.113.40"),
+            txt("a-d.example.com", ownership_value("east", None)),
+        ];
+        let view = view_of(&alone, &registry);
+        let d = view.holder("d.example.com").unwrap();
+        assert_eq!(d.shared, None);
+        assert!(refusal(true, "d.example.com", d).unwrap().contains("as its own"));
+        assert!(refusal(false, "d.example.com", d).is_some());
+    }
+
 }

@@ -35,8 +35,10 @@ use crate::model::dns_name::canonical;
 use crate::tsig::TsigKey;
 
 use crate::dns::batches::HalvingBatches;
-use crate::dns::wire::{InvalidTarget, group_records, wire_name, wire_records, wire_type};
-use crate::dns::{Changes, Endpoint, Provider, zone_of};
+use crate::dns::wire::{
+    InvalidTarget, group_records, wire_name, wire_records, wire_rrset, wire_type,
+};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, Provider, SharedEdit, zone_of};
 
 /// Environment variable read for the TSIG secret when no secret file is given.
 pub const TSIG_SECRET_ENV: &str = "GATEWAY_DNS_RFC2136_TSIG_SECRET";
@@ -164,21 +166,39 @@ struct ZoneCache {
 }
 
 impl ZoneCache {
+    fn store(&mut self, endpoint: &Endpoint) {
+        let stored = Endpoint {
+            ttl: Some(endpoint.ttl_or_default()),
+            resource: None,
+            ..endpoint.clone()
+        };
+        self.records
+            .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
+    }
+
     fn apply(&mut self, operations: &[Operation<'_>]) {
         for operation in operations {
             match operation {
-                Operation::Delete(endpoint) => {
+                Operation::Delete(endpoint, _) => {
                     self.records
                         .remove(&(endpoint.dns_name.clone(), endpoint.record_type));
                 }
-                Operation::Replace(endpoint) | Operation::Create(endpoint) => {
-                    let stored = Endpoint {
-                        ttl: Some(endpoint.ttl_or_default()),
-                        resource: None,
-                        ..(*endpoint).clone()
-                    };
-                    self.records
-                        .insert((endpoint.dns_name.clone(), endpoint.record_type), stored);
+                Operation::Replace(endpoint, _) | Operation::Create(endpoint) => {
+                    self.store(endpoint);
+                }
+                Operation::Shared(edit) => {
+                    let (data, txt) = edit.outcome();
+                    for (key, after) in [
+                        ((edit.dns_name.clone(), edit.record_type), data),
+                        ((edit.txt_name.clone(), RecordType::TXT), txt),
+                    ] {
+                        match after {
+                            Some(after) => self.store(&after),
+                            None => {
+                                self.records.remove(&key);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -238,9 +258,24 @@ impl crate::dns::ProviderError for Error {}
 
 /// One RRset operation in an UPDATE message.
 enum Operation<'a> {
-    Delete(&'a Endpoint),
-    Replace(&'a Endpoint),
+    /// An RRset deleted, and the ownership RRset that must still be as listed.
+    Delete(&'a Endpoint, Option<&'a Endpoint>),
+    /// An RRset replaced, and the ownership RRset that must still be as listed.
+    Replace(&'a Endpoint, Option<&'a Endpoint>),
     Create(&'a Endpoint),
+    Shared(&'a SharedEdit),
+}
+
+impl Operation<'_> {
+    /// The name the operation is placed in a zone by.
+    fn dns_name(&self) -> &str {
+        match self {
+            Operation::Delete(e, _) | Operation::Replace(e, _) | Operation::Create(e) => {
+                &e.dns_name
+            }
+            Operation::Shared(edit) => &edit.dns_name,
+        }
+    }
 }
 
 impl Rfc2136Provider {
@@ -440,19 +475,87 @@ impl Rfc2136Provider {
             record.dns_class = DNSClass::ANY;
             Ok(record)
         };
+        // Prerequisite "RRset does not exist" (RFC 2136 2.4.3).
+        let absent = |name: &str, record_type: RecordType| -> Result<Record, Error> {
+            let name = wire_name(name).map_err(|e| Error::Encode(e.to_string()))?;
+            let mut record = Record::update0(name, 0, wire_type(record_type));
+            record.dns_class = DNSClass::NONE;
+            Ok(record)
+        };
+        // Prerequisite "RRset exists (value dependent)" (RFC 2136 2.4.2): exactly these
+        // records, TTL zero.
+        let exactly = |endpoint: &Endpoint| -> Result<Vec<Record>, Error> {
+            Ok(wire_records(endpoint, 0)?)
+        };
+        let as_listed = |name: &str, record_type: RecordType, listed: Option<&Endpoint>| {
+            match listed {
+                Some(listed) => exactly(listed),
+                None => absent(name, record_type).map(|r| vec![r]),
+            }
+        };
+        // One record removed from its RRset (RFC 2136 2.5.4): class NONE, TTL zero.
+        let remove_one = |name: &str, record_type: RecordType, target: &str| {
+            let mut records = wire_rrset(name, record_type, std::iter::once(target), 0)?;
+            for record in &mut records {
+                record.dns_class = DNSClass::NONE;
+            }
+            Ok::<_, Error>(records)
+        };
         for operation in operations {
             match operation {
-                Operation::Delete(endpoint) => message.add_update(delete_rrset(endpoint)?),
-                Operation::Replace(endpoint) => {
+                Operation::Delete(endpoint, owned_by) => {
+                    if let Some(owned_by) = owned_by {
+                        message.add_pre_requisites(exactly(owned_by)?);
+                    }
+                    message.add_update(delete_rrset(endpoint)?);
+                }
+                Operation::Replace(endpoint, owned_by) => {
+                    if let Some(owned_by) = owned_by {
+                        message.add_pre_requisites(exactly(owned_by)?);
+                    }
                     message.add_update(delete_rrset(endpoint)?);
                     message.add_updates(wire_records(endpoint, endpoint.ttl_or_default())?);
                 }
                 Operation::Create(endpoint) => {
-                    // Prerequisite "RRset does not exist" (RFC 2136 2.4.3).
-                    let mut absent = delete_rrset(endpoint)?;
-                    absent.dns_class = DNSClass::NONE;
-                    message.add_pre_requisite(absent);
+                    message.add_pre_requisite(absent(&endpoint.dns_name, endpoint.record_type)?);
                     message.add_updates(wire_records(endpoint, endpoint.ttl_or_default())?);
+                }
+                Operation::Shared(edit) => {
+                    message.add_pre_requisites(as_listed(
+                        &edit.txt_name,
+                        RecordType::TXT,
+                        edit.listed_txt.as_ref(),
+                    )?);
+                    message.add_pre_requisites(as_listed(
+                        &edit.dns_name,
+                        edit.record_type,
+                        edit.listed.as_ref(),
+                    )?);
+                    // Ownership before the record, in one message: applied whole or not at all.
+                    if let Some(value) = &edit.txt_remove {
+                        message.add_updates(remove_one(&edit.txt_name, RecordType::TXT, value)?);
+                    }
+                    if let Some(value) = &edit.txt_add {
+                        let ttl = edit
+                            .listed_txt
+                            .as_ref()
+                            .map_or(DEFAULT_TTL, Endpoint::ttl_or_default);
+                        message.add_updates(wire_rrset(
+                            &edit.txt_name,
+                            RecordType::TXT,
+                            std::iter::once(value.as_str()),
+                            ttl,
+                        )?);
+                    }
+                    for target in &edit.remove {
+                        message.add_updates(remove_one(&edit.dns_name, edit.record_type, target)?);
+                    }
+                    message.add_updates(wire_rrset(
+                        &edit.dns_name,
+                        edit.record_type,
+                        edit.add.iter().map(String::as_str),
+                        edit.ttl,
+                    )?);
                 }
             }
         }
@@ -465,18 +568,19 @@ impl Rfc2136Provider {
     async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
         // Per zone, in the order the plan relies on: deletes, updates, creates.
         let mut per_zone: BTreeMap<&str, Vec<Operation<'_>>> = BTreeMap::new();
+        let owned_by =
+            |e: &Endpoint| changes.owned_by.get(&(e.dns_name.clone(), e.record_type));
         let ordered = changes
             .delete
             .iter()
-            .map(Operation::Delete)
-            .chain(changes.update.iter().map(Operation::Replace))
-            .chain(changes.create.iter().map(Operation::Create));
+            .map(|e| Operation::Delete(e, owned_by(e)))
+            .chain(changes.update.iter().map(|e| Operation::Replace(e, owned_by(e))))
+            .chain(changes.create.iter().map(Operation::Create))
+            .chain(changes.shared.iter().map(Operation::Shared));
         for operation in ordered {
-            let endpoint = match &operation {
-                Operation::Delete(e) | Operation::Replace(e) | Operation::Create(e) => *e,
-            };
-            let zone = zone_of(&endpoint.dns_name, &self.config.zones)
-                .ok_or_else(|| Error::OutsideZones(endpoint.dns_name.clone()))?;
+            let name = operation.dns_name();
+            let zone = zone_of(name, &self.config.zones)
+                .ok_or_else(|| Error::OutsideZones(name.to_owned()))?;
             per_zone.entry(zone).or_default().push(operation);
         }
         if per_zone.is_empty() {
@@ -713,6 +817,10 @@ impl Provider for Rfc2136Provider {
     fn invalidate_cache(&self) {
         self.forget(None);
     }
+
+    fn edits_records(&self) -> bool {
+        true
+    }
 }
 
 fn rcode_name(rcode: ResponseCode) -> String {
@@ -758,7 +866,7 @@ mod tests {
         let message = provider
             .update_message(
                 &zone,
-                &[Operation::Delete(&delete), Operation::Create(&create)],
+                &[Operation::Delete(&delete, None), Operation::Create(&create)],
             )
             .unwrap();
         assert_eq!(message.metadata.op_code, OpCode::Update);

@@ -70,7 +70,7 @@ impl<'r> OwnershipLedger<'r> {
         &self.index
     }
 
-    fn owner_id(&self) -> &'r str {
+    pub fn owner_id(&self) -> &'r str {
         &self.registry.owner_id
     }
 
@@ -104,6 +104,22 @@ impl<'r> OwnershipLedger<'r> {
     pub fn value_for(&self, txt_name: &str, resource: Option<&str>) -> Result<String, CryptoError> {
         self.registry
             .value_for(resource, self.index.registry_values(txt_name))
+    }
+
+    /// Our ownership value at `txt_name` for our part of a shared name: `endpoint`'s targets
+    /// and resource, at `ttl`.
+    pub fn shared_value_for(
+        &self,
+        txt_name: &str,
+        endpoint: &Endpoint,
+        ttl: u32,
+    ) -> Result<String, CryptoError> {
+        self.registry.shared_value_for(
+            endpoint.resource.as_deref(),
+            endpoint.targets.iter().map(String::as_str),
+            ttl,
+            self.index.registry_values(txt_name),
+        )
     }
 
     /// Our ownership `value` at `txt_name`, replacing other values of ours there.

@@ -29,6 +29,13 @@ pub const HERITAGE: &str = "external-dns";
 const LABEL_PREFIX: &str = "external-dns/";
 const OWNER_KEY: &str = "owner";
 const RESOURCE_KEY: &str = "resource";
+/// gateway-dns's own labels, outside external-dns's `external-dns/` space so that external-dns
+/// reads past them: the targets an owner adds to a name shared across clusters, and its TTL.
+const SHARED_KEY: &str = "gateway-dns/shared";
+const TTL_KEY: &str = "gateway-dns/ttl";
+/// Between the targets of `gateway-dns/shared` (no `,`, `=`, space or `;`: a value stays one
+/// token to external-dns's parser and to a zone file's).
+const TARGET_SEPARATOR: char = '+';
 
 /// Labels parsed from one ownership TXT value: only what the plan reads, as a sync pass parses
 /// one per ownership record the provider lists. They borrow the value they were read from; a
@@ -37,6 +44,11 @@ const RESOURCE_KEY: &str = "resource";
 pub struct Labels<'v> {
     pub owner: Cow<'v, str>,
     pub resource: Option<Cow<'v, str>>,
+    /// On a name shared across clusters: the targets this owner adds to the name, joined by
+    /// `+` (read with [`Labels::shared_targets`]); `None` on a name the owner holds alone.
+    pub shared: Option<Cow<'v, str>>,
+    /// The TTL this owner writes a shared name with.
+    pub ttl: Option<u32>,
     /// The plain text of a value that was encrypted with the registry's key (without quotes);
     /// `None` when the value was not encrypted.
     pub decrypted: Option<Box<str>>,
@@ -50,8 +62,19 @@ impl Labels<'_> {
             resource: self
                 .resource
                 .map(|resource| Cow::Owned(resource.into_owned())),
+            shared: self.shared.map(|shared| Cow::Owned(shared.into_owned())),
+            ttl: self.ttl,
             decrypted: self.decrypted,
         }
+    }
+
+    /// The targets this owner adds to a shared name (none for a name it holds alone).
+    pub fn shared_targets(&self) -> impl Iterator<Item = &str> {
+        self.shared
+            .as_deref()
+            .unwrap_or_default()
+            .split(TARGET_SEPARATOR)
+            .filter(|target| !target.is_empty())
     }
 }
 
@@ -65,15 +88,42 @@ pub fn ownership_value(owner_id: &str, resource: Option<&str>) -> String {
     value
 }
 
+/// The TXT value that marks `owner_id`'s part of a name shared across clusters: the ownership
+/// value with the targets this owner adds and the TTL it writes them with. external-dns reads
+/// it as an ordinary ownership value of `owner_id`.
+pub fn shared_value<'t>(
+    owner_id: &str,
+    resource: Option<&str>,
+    targets: impl IntoIterator<Item = &'t str>,
+    ttl: u32,
+) -> String {
+    let mut value = ownership_value(owner_id, resource);
+    value.push(',');
+    value.push_str(SHARED_KEY);
+    value.push('=');
+    for (i, target) in targets.into_iter().enumerate() {
+        if i > 0 {
+            value.push(TARGET_SEPARATOR);
+        }
+        value.push_str(target);
+    }
+    value.push_str(&format!(",{TTL_KEY}={ttl}"));
+    value
+}
+
 /// Parse an ownership value; `None` when it is not an external-dns heritage record (an
 /// ordinary TXT record). Surrounding quotes, as some APIs return them, are tolerated.
 pub fn parse_ownership(value: &str) -> Option<Labels<'_>> {
     let value = strip_quotes(value);
     let mut heritage_ok = false;
-    let (mut owner, mut resource) = (None, None);
+    let (mut owner, mut resource, mut shared, mut ttl) = (None, None, None, None);
     for pair in value.split(',') {
         let (key, val) = pair.split_once('=')?;
-        if key == "heritage" {
+        if key == SHARED_KEY {
+            shared = Some(val);
+        } else if key == TTL_KEY {
+            ttl = val.parse().ok();
+        } else if key == "heritage" {
             if val != HERITAGE {
                 return None;
             }
@@ -93,6 +143,8 @@ pub fn parse_ownership(value: &str) -> Option<Labels<'_>> {
     Some(Labels {
         owner: Cow::Borrowed(owner.unwrap_or_default()),
         resource: resource.map(Cow::Borrowed),
+        shared: shared.map(Cow::Borrowed),
+        ttl,
         decrypted: None,
     })
 }
@@ -326,7 +378,27 @@ impl TxtRegistry {
         resource: Option<&str>,
         present: &[(&str, Labels<'_>)],
     ) -> Result<String, CryptoError> {
-        let plain = ownership_value(&self.owner_id, resource);
+        self.sealed(ownership_value(&self.owner_id, resource), present)
+    }
+
+    /// Our part of a shared name at a TXT name holding `present`: the targets we add and
+    /// their TTL (see [`shared_value`]), sealed as [`Self::value_for`] seals.
+    pub fn shared_value_for<'t>(
+        &self,
+        resource: Option<&str>,
+        targets: impl IntoIterator<Item = &'t str>,
+        ttl: u32,
+        present: &[(&str, Labels<'_>)],
+    ) -> Result<String, CryptoError> {
+        self.sealed(
+            shared_value(&self.owner_id, resource, targets, ttl),
+            present,
+        )
+    }
+
+    /// `plain` as written: encrypted when we write encrypted values, keeping a value of ours
+    /// that already says the same.
+    fn sealed(&self, plain: String, present: &[(&str, Labels<'_>)]) -> Result<String, CryptoError> {
         match &self.cipher {
             Some(cipher) if self.encrypt => present
                 .iter()
@@ -398,6 +470,8 @@ pub struct Owner<'a> {
     pub resource: Option<&'a str>,
     pub txt_name: &'a str,
     pub legacy: bool,
+    /// The owner's value marks the name shared across clusters (`gateway-dns/shared`).
+    pub shared: bool,
 }
 
 /// The heritage values at one TXT name.
@@ -481,32 +555,45 @@ impl<'r> OwnershipIndex<'r> {
         &self.undecryptable
     }
 
-    /// The owner named by the first heritage value at `txt_name`.
+    /// The owner named by the first heritage value at `txt_name`, as external-dns reads it; on
+    /// a name shared across clusters, ours when one of its values is our shared one.
     fn owner_at(&self, txt_name: &'r str, legacy: bool) -> Option<Owner<'_>> {
-        let (_, labels) = self.registry_txt.get(txt_name)?.values.first()?;
+        let values = &self.registry_txt.get(txt_name)?.values;
+        let (_, labels) = values
+            .iter()
+            .find(|(_, labels)| labels.shared.is_some() && labels.owner == self.registry.owner_id)
+            .or_else(|| values.first())?;
         Some(Owner {
             owner: &labels.owner,
             resource: labels.resource.as_deref(),
             txt_name,
             legacy,
+            shared: labels.shared.is_some(),
         })
+    }
+
+    /// The TXT name that owns the record `name`/`record_type` (new format, then legacy).
+    pub fn owning_txt(&self, name: &str, record_type: RecordType) -> Option<&'r str> {
+        let name = self.registry.registry_name(name);
+        let by_record: &BTreeMap<(Cow<'_, str>, RecordType), &str> = &self.by_record;
+        if let Some(txt_name) = by_record.get(&(Cow::Borrowed(name.as_ref()), record_type)) {
+            return Some(txt_name);
+        }
+        if record_type == RecordType::AAAA {
+            return None;
+        }
+        self.legacy_by_name.get(name.as_ref()).copied()
     }
 
     /// The owner of the record `name`/`record_type`: the new format first, then the legacy one
     /// (which external-dns never applies to AAAA).
     pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<Owner<'_>> {
-        let name = self.registry.registry_name(name);
-        let name = name.as_ref();
-        let by_record: &BTreeMap<(Cow<'_, str>, RecordType), &str> = &self.by_record;
-        if let Some(txt_name) = by_record.get(&(Cow::Borrowed(name), record_type)) {
-            return self.owner_at(txt_name, false);
-        }
-        if record_type == RecordType::AAAA {
-            return None;
-        }
-        self.legacy_by_name
-            .get(name)
-            .and_then(|txt_name| self.owner_at(txt_name, true))
+        let txt_name = self.owning_txt(name, record_type)?;
+        let legacy = !self.by_record.contains_key(&(
+            self.registry.registry_name(name),
+            record_type,
+        ));
+        self.owner_at(txt_name, legacy)
     }
 
     /// The TXT name as listed and its heritage values, when it holds any.
