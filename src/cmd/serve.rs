@@ -521,7 +521,8 @@ async fn build_syncer(
     sync_config.interval = args.interval;
     sync_config.dry_run = args.dry_run;
     sync_config.registry = super::provider::registry(&args.provider_flags)?;
-    sync_config.shared_names = crate::engine::Config::parse_shared_names(&args.engine.shared_names)?;
+    sync_config.shared_names =
+        crate::engine::Config::parse_shared_names(&args.engine.shared_names)?;
     if matches!(args.provider, ProviderKind::Dnsendpoint) {
         // Its ownership records are read back from the DNSEndpoint objects' labels, never
         // written as TXT: external-dns, which writes them, applies its own encryption.

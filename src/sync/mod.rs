@@ -28,7 +28,7 @@ use crate::dns::{self, Changes, Endpoint, Provider};
 use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
 use crate::retry::Backoff;
-pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_with};
+pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_shared, plan_with};
 
 /// Says why DNS deletions must wait, while they must (e.g. the cluster source's unconfirmed
 /// absences).
@@ -443,14 +443,18 @@ impl Syncer {
             .apply(changes)
             .await
             .map_err(|source| Error::Apply { planned, source })?;
-        if !plan.changes.delete.is_empty() {
+        let releases_shared = changes.shared.iter().any(|edit| edit.txt_add.is_none());
+        if !plan.changes.delete.is_empty() || releases_shared {
             // Records of ours we deleted ourselves are no sign of a provider that lost its view.
             *self.last_listed() = Listed::Never;
         }
         let changes = &plan.changes;
         for (action, count) in [
             (ChangeAction::Create, changes.create.len()),
-            (ChangeAction::Update, changes.update.len() + changes.shared.len()),
+            (
+                ChangeAction::Update,
+                changes.update.len() + changes.shared.len(),
+            ),
             (ChangeAction::Delete, changes.delete.len()),
         ] {
             self.metrics.add_sync_changes(action, count as u64);

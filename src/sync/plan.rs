@@ -142,7 +142,10 @@ impl fmt::Display for BlockReason {
                 write!(f, "its ownership value could not be encrypted")
             }
             BlockReason::SharedDisagreement { owner, detail } => {
-                write!(f, "owner id {owner:?} shares the name differently: {detail}")
+                write!(
+                    f,
+                    "owner id {owner:?} shares the name differently: {detail}"
+                )
             }
         }
     }
@@ -754,7 +757,11 @@ impl Planner<'_> {
         let in_listing = |t: &str| listed_targets.is_some_and(|l| l.contains(t));
         let (wanted_targets, ttl, value) = match wanted {
             Some((targets, ttl, value)) => (Some(targets), ttl, Some(value)),
-            None => (None, listed.map_or(DEFAULT_TTL, Endpoint::ttl_or_default), None),
+            None => (
+                None,
+                listed.map_or(DEFAULT_TTL, Endpoint::ttl_or_default),
+                None,
+            ),
         };
         let wants = |t: &str| wanted_targets.is_some_and(|w| w.contains(t));
         let add: Vec<String> = wanted_targets
@@ -1388,7 +1395,12 @@ mod tests {
     }
 
     fn shared_by(owner: &str, targets: &[&str], ttl: u32) -> String {
-        registry::shared_value(owner, Some("httproute/shop/web"), targets.iter().copied(), ttl)
+        registry::shared_value(
+            owner,
+            Some("httproute/shop/web"),
+            targets.iter().copied(),
+            ttl,
+        )
     }
 
     #[test]
@@ -1432,7 +1444,10 @@ mod tests {
         assert!(edit.add.is_empty() && edit.txt_add.is_none());
         assert!(plan.changes.delete.is_empty(), "no RRset is deleted whole");
         let (data, txt_after) = edit.outcome();
-        assert_eq!(data.unwrap().targets.iter().collect::<Vec<_>>(), ["10.0.0.2"]);
+        assert_eq!(
+            data.unwrap().targets.iter().collect::<Vec<_>>(),
+            ["10.0.0.2"]
+        );
         assert_eq!(txt_after.unwrap().targets.len(), 1);
 
         // A target both add stays while the other still adds it.
@@ -1533,5 +1548,4 @@ mod tests {
             "the ownership record's own delete too"
         );
     }
-
 }

@@ -235,7 +235,11 @@ mod tests {
         let east = shared_value("east", Some("httproute/apps/b1"), ["203.0.113.10"], 300);
         let west = shared_value("west", Some("httproute/apps/b2"), ["203.0.113.20"], 300);
         let listing = vec![
-            Endpoint::new("b.example.com", RecordType::A, ["203.0.113.10", "203.0.113.20"]),
+            Endpoint::new(
+                "b.example.com",
+                RecordType::A,
+                ["203.0.113.10", "203.0.113.20"],
+            ),
             Endpoint::new("a-b.example.com", RecordType::TXT, [east.clone(), west]),
             a("c.example.com", "203.0.113.30"),
             txt("a-c.example.com", east),
@@ -260,8 +264,11 @@ mod tests {
         let view = view_of(&alone, &registry);
         let d = view.holder("d.example.com").unwrap();
         assert_eq!(d.shared, None);
-        assert!(refusal(true, "d.example.com", d).unwrap().contains("as its own"));
+        assert!(
+            refusal(true, "d.example.com", d)
+                .unwrap()
+                .contains("as its own")
+        );
         assert!(refusal(false, "d.example.com", d).is_some());
     }
-
 }

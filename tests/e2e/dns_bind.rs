@@ -553,3 +553,136 @@ async fn a_listing_without_our_records_is_listed_again_before_anything_is_writte
         metrics.render()
     );
 }
+
+/// A syncer of `owner` that shares `b.example.com` with other owners (`--shared-name`).
+fn sharing(bind: &Bind, owner: &str, desired: &Desired) -> Syncer {
+    let provider = Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap());
+    let mut config = SyncConfig::new(owner, vec![ZONE.into()]);
+    config.shared_names = vec!["b.example.com".into()];
+    Syncer::new(provider, source_of(desired), config, Default::default())
+}
+
+fn sorted(mut values: Vec<String>) -> Vec<String> {
+    values.sort();
+    values
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_a_shared_name_is_the_union_of_its_owners_and_each_removes_only_its_own() {
+    let bind = Bind::start(ZONE, "");
+    let east_wants: Desired = Arc::new(Mutex::new(vec![
+        a("b.example.com", &["10.0.0.2"]).with_ttl(300),
+    ]));
+    let west_wants: Desired = Arc::new(Mutex::new(vec![
+        a("b.example.com", &["10.0.0.1"]).with_ttl(300),
+    ]));
+    let east = sharing(&bind, "east", &east_wants);
+    let west = sharing(&bind, "west", &west_wants);
+    assert!(east.run_once().await.unwrap().converged);
+    assert!(west.run_once().await.unwrap().converged);
+    assert_eq!(
+        sorted(lookup(&bind, "b.example.com", "A")),
+        ["10.0.0.1", "10.0.0.2"]
+    );
+    let values = lookup(&bind, "a-b.example.com", "TXT");
+    assert_eq!(values.len(), 2, "one ownership value per owner: {values:?}");
+    assert!(
+        values
+            .iter()
+            .any(|v| v.contains("owner=east") && v.contains("gateway-dns/shared=10.0.0.2"))
+    );
+    assert!(
+        values
+            .iter()
+            .any(|v| v.contains("owner=west") && v.contains("gateway-dns/shared=10.0.0.1"))
+    );
+    // No flap: each owner's next pass writes nothing.
+    for syncer in [&east, &west, &east] {
+        assert_eq!(syncer.sync_pass().await.unwrap().applied, 0);
+    }
+
+    // An edit planned against a listing that no longer holds is refused whole by BIND.
+    let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let stale = provider.records().await.unwrap();
+    east_wants.lock().unwrap()[0] = a("b.example.com", &["10.0.0.3"]).with_ttl(300);
+    assert!(east.run_once().await.unwrap().converged);
+    let late = sync::plan_shared(
+        &[],
+        &stale,
+        &gateway_dns::dns::registry::TxtRegistry::new("west"),
+        Policy::Sync,
+        &[ZONE.into()],
+        &["b.example.com".into()],
+    );
+    assert_eq!(late.changes.shared.len(), 1, "{:?}", late.changes);
+    let refused = provider.apply(&late.changes).await;
+    assert!(
+        refused.is_err(),
+        "a stale shared edit must fail its prerequisites"
+    );
+    assert_eq!(
+        sorted(lookup(&bind, "b.example.com", "A")),
+        ["10.0.0.1", "10.0.0.3"],
+        "nothing of the stale edit landed"
+    );
+
+    // East's route goes: east's target and value go, west's stay.
+    east_wants.lock().unwrap().clear();
+    assert!(east.run_once().await.unwrap().converged);
+    assert_eq!(lookup(&bind, "b.example.com", "A"), ["10.0.0.1"]);
+    let values = lookup(&bind, "a-b.example.com", "TXT");
+    assert_eq!(values.len(), 1);
+    assert!(values[0].contains("owner=west"));
+    // The last owner's removal removes the name and its ownership record.
+    west_wants.lock().unwrap().clear();
+    assert!(west.run_once().await.unwrap().converged);
+    assert!(lookup(&bind, "b.example.com", "A").is_empty());
+    assert!(lookup(&bind, "a-b.example.com", "TXT").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_an_update_or_delete_needs_its_ownership_record_as_listed() {
+    let bind = Bind::start(ZONE, "");
+    let desired: Desired = Arc::new(Mutex::new(vec![
+        a("app.example.com", &["192.0.2.1"]),
+        a("old.example.com", &["192.0.2.2"]),
+    ]));
+    let syncer = syncer(&bind, &desired, Policy::Sync);
+    assert!(syncer.run_once().await.unwrap().converged);
+    let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let listed = provider.records().await.unwrap();
+    let plan = sync::plan(
+        &[a("app.example.com", &["192.0.2.9"])],
+        &listed,
+        OWNER,
+        Policy::Sync,
+        &[ZONE.into()],
+    );
+    assert_eq!(plan.changes.update.len(), 1);
+    assert_eq!(
+        plan.changes.delete.len(),
+        2,
+        "old's record and its ownership"
+    );
+    // Meanwhile the names change hands (a release and another owner's claim).
+    let east = gateway_dns::dns::registry::ownership_value("east", None);
+    let handed = Changes {
+        update: ["a-app.example.com", "a-old.example.com"]
+            .map(|name| Endpoint::new(name, RecordType::TXT, [east.clone()]))
+            .to_vec(),
+        ..Changes::default()
+    };
+    provider.apply(&handed).await.unwrap();
+    assert!(
+        provider.apply(&plan.changes).await.is_err(),
+        "the stale update and deletes fail their prerequisites"
+    );
+    assert_eq!(lookup(&bind, "app.example.com", "A"), ["192.0.2.1"]);
+    assert_eq!(lookup(&bind, "old.example.com", "A"), ["192.0.2.2"]);
+    assert_eq!(lookup(&bind, "a-old.example.com", "TXT").len(), 1);
+    // The next passes see the new owner and leave both alone (the first holds back: no
+    // record of ours is listed any more, which the second listing confirms).
+    assert!(syncer.sync_pass().await.is_err());
+    assert_eq!(syncer.sync_pass().await.unwrap().applied, 0);
+    assert_eq!(lookup(&bind, "app.example.com", "A"), ["192.0.2.1"]);
+}

@@ -484,15 +484,13 @@ impl Rfc2136Provider {
         };
         // Prerequisite "RRset exists (value dependent)" (RFC 2136 2.4.2): exactly these
         // records, TTL zero.
-        let exactly = |endpoint: &Endpoint| -> Result<Vec<Record>, Error> {
-            Ok(wire_records(endpoint, 0)?)
-        };
-        let as_listed = |name: &str, record_type: RecordType, listed: Option<&Endpoint>| {
-            match listed {
+        let exactly =
+            |endpoint: &Endpoint| -> Result<Vec<Record>, Error> { Ok(wire_records(endpoint, 0)?) };
+        let as_listed =
+            |name: &str, record_type: RecordType, listed: Option<&Endpoint>| match listed {
                 Some(listed) => exactly(listed),
                 None => absent(name, record_type).map(|r| vec![r]),
-            }
-        };
+            };
         // One record removed from its RRset (RFC 2136 2.5.4): class NONE, TTL zero.
         let remove_one = |name: &str, record_type: RecordType, target: &str| {
             let mut records = wire_rrset(name, record_type, std::iter::once(target), 0)?;
@@ -568,13 +566,17 @@ impl Rfc2136Provider {
     async fn apply_changes(&self, changes: &Changes) -> Result<(), Error> {
         // Per zone, in the order the plan relies on: deletes, updates, creates.
         let mut per_zone: BTreeMap<&str, Vec<Operation<'_>>> = BTreeMap::new();
-        let owned_by =
-            |e: &Endpoint| changes.owned_by.get(&(e.dns_name.clone(), e.record_type));
+        let owned_by = |e: &Endpoint| changes.owned_by.get(&(e.dns_name.clone(), e.record_type));
         let ordered = changes
             .delete
             .iter()
             .map(|e| Operation::Delete(e, owned_by(e)))
-            .chain(changes.update.iter().map(|e| Operation::Replace(e, owned_by(e))))
+            .chain(
+                changes
+                    .update
+                    .iter()
+                    .map(|e| Operation::Replace(e, owned_by(e))),
+            )
             .chain(changes.create.iter().map(Operation::Create))
             .chain(changes.shared.iter().map(Operation::Shared));
         for operation in ordered {

@@ -589,10 +589,9 @@ impl<'r> OwnershipIndex<'r> {
     /// (which external-dns never applies to AAAA).
     pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<Owner<'_>> {
         let txt_name = self.owning_txt(name, record_type)?;
-        let legacy = !self.by_record.contains_key(&(
-            self.registry.registry_name(name),
-            record_type,
-        ));
+        let legacy = !self
+            .by_record
+            .contains_key(&(self.registry.registry_name(name), record_type));
         self.owner_at(txt_name, legacy)
     }
 
