@@ -696,3 +696,78 @@ async fn two_installations_with_one_owner_id_find_each_other_and_stop_writing() 
     wait_in_zone(&bind, "c.example.com", &[EAST], &east_serve).await;
     assert_eq!(east_serve.metric(conflict).await, Some(0.0));
 }
+
+/// A name both clusters list in `--shared-name` is the union of their targets, each cluster
+/// adding and removing its own; a name only east shares is refused at west's `kubectl apply`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_shared_across_clusters_is_the_union_and_each_cluster_removes_only_its_own() {
+    let bind = Bind::start("example.com", "");
+    let fast = ["--zone-refresh-interval", "1s"];
+    let east_args = [&fast[..], &["--shared-name", "s.example.com,t.example.com"]].concat();
+    let west_args = [&fast[..], &["--shared-name", "s.example.com"]].concat();
+    let (east, east_serve) = cluster_with(&bind, "east", EAST, &east_args).await;
+    let (west, west_serve) = cluster_with(&bind, "west", WEST, &west_args).await;
+
+    tokio::task::block_in_place(|| east.apply(&route("s1", "s.example.com"), &[]).ok());
+    wait_in_zone(&bind, "s.example.com", &[EAST], &east_serve).await;
+    wait_view(&west_serve, 1.0).await;
+    // West shares the name too: its apply is admitted, and its target joins east's.
+    let joined = tokio::task::block_in_place(|| west.apply(&route("s2", "s.example.com"), &[]));
+    assert!(joined.success, "{joined:?}");
+    let both = [WEST, EAST];
+    wait_in_zone(&bind, "s.example.com", &both, &west_serve).await;
+    // No flap: resyncs of both (every 5 s) leave the union as it is.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(7) {
+        assert_eq!(
+            tokio::task::block_in_place(|| in_zone(&bind, "s.example.com")),
+            both
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let owners = tokio::task::block_in_place(|| {
+        let records = bind.axfr();
+        owners_in_zone(&records, "s.example.com")
+    });
+    assert_eq!(owners, ["east", "west"], "one ownership value per cluster");
+
+    // East alone shares t: west, which does not, is refused it, and told why.
+    tokio::task::block_in_place(|| east.apply(&route("t1", "t.example.com"), &[]).ok());
+    wait_in_zone(&bind, "t.example.com", &[EAST], &east_serve).await;
+    let start = Instant::now();
+    let refused = loop {
+        let run = tokio::task::block_in_place(|| {
+            west.apply(&route("t2", "t.example.com"), &["--dry-run=server"])
+        });
+        if !run.success {
+            break run;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{run:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        denial(&refused.stderr).starts_with(
+            "HostnameOwnedInZone: t.example.com is shared across clusters by owner \"east\" \
+             (HTTPRoute apps/t1, 203.0.113.10); this cluster does not list it in --shared-name"
+        ),
+        "{refused:?}"
+    );
+
+    // East's route goes: only east's target goes.
+    tokio::task::block_in_place(|| {
+        east.kubectl(&["delete", "httproute", "-n", "apps", "s1"])
+            .ok()
+    });
+    wait_in_zone(&bind, "s.example.com", &[WEST], &east_serve).await;
+    let owners = tokio::task::block_in_place(|| owners_in_zone(&bind.axfr(), "s.example.com"));
+    assert_eq!(owners, ["west"]);
+    // And the last owner's removal removes the name.
+    tokio::task::block_in_place(|| {
+        west.kubectl(&["delete", "httproute", "-n", "apps", "s2"])
+            .ok()
+    });
+    wait_in_zone(&bind, "s.example.com", &[], &west_serve).await;
+    assert!(
+        tokio::task::block_in_place(|| owners_in_zone(&bind.axfr(), "s.example.com")).is_empty()
+    );
+}
