@@ -583,6 +583,8 @@ fn settle_claimed_name<W: World>(
     let records = records_for(cfg, world.target_health(), &settlement);
     let effects = health_effects(cfg, world.target_health(), &settlement);
     let mut violations = shared_cname_findings(world, &settlement, &records);
+    let (records, mismatched) = zone_sharing_findings(world, &settlement, records);
+    violations.extend(mismatched);
     violations.extend(ttl_findings(world, &settlement));
     violations.extend(readiness_findings(world, &settlement));
     let losers = settlement
@@ -603,6 +605,45 @@ fn settle_claimed_name<W: World>(
         )
     }));
     (records, violations, effects)
+}
+
+/// A name shared across clusters whose records here can't join the other owners' (another
+/// record type, another TTL): every claim gets `HostnameOwnedInZone`, and nothing is published
+/// (ARCHITECTURE.md, "Many clusters, one zone").
+fn zone_sharing_findings<W: World>(
+    world: &W,
+    settlement: &Settlement,
+    records: Vec<Record>,
+) -> (Vec<Record>, Vec<Finding>) {
+    let sharing = world
+        .zone()
+        .holder(settlement.name)
+        .and_then(|holder| holder.shared.as_deref());
+    let Some(sharing) = sharing else {
+        return (records, Vec::new());
+    };
+    let mismatch = records.iter().find_map(|record| {
+        let ttl = record.ttl.unwrap_or(crate::model::DEFAULT_TTL);
+        zone::sharing_mismatch(settlement.name, sharing, record.record_type, ttl)
+    });
+    let Some(message) = mismatch else {
+        return (records, Vec::new());
+    };
+    let findings = settlement
+        .winners
+        .iter()
+        .map(|c| {
+            route_finding(
+                world,
+                c.route,
+                Reason::HostnameOwnedInZone,
+                Some(settlement.name.to_owned()),
+                c.claim.source.field(world.config()),
+                message.clone(),
+            )
+        })
+        .collect();
+    (Vec::new(), findings)
 }
 
 /// `TtlConflict` for each claim on a settled name whose TTL is not the one published (the

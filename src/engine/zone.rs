@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::concat;
-use crate::model::ObjectKind;
+use crate::model::{ObjectKind, RecordType};
 
 /// Who holds one name in the zone, when it is not this installation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +20,19 @@ pub struct ZoneHolder {
     /// The name's A, AAAA and CNAME targets, sorted.
     pub targets: Box<[Box<str>]>,
     /// Every ownership value at the name marks it shared across clusters (`--shared-name`):
-    /// the owner ids sharing it besides this installation, sorted. `None`: held alone.
-    pub shared: Option<Box<[Box<str>]>>,
+    /// how the others share it. `None`: held alone.
+    pub shared: Option<Box<Sharing>>,
+}
+
+/// How the other owners of a name shared across clusters publish it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sharing {
+    /// Their owner ids, sorted.
+    pub owners: Box<[Box<str>]>,
+    /// The record types they publish (A and AAAA, or CNAME).
+    pub record_types: Box<[RecordType]>,
+    /// The TTL the first of them writes (`gateway-dns/ttl`), when its value says.
+    pub ttl: Option<u32>,
 }
 
 impl ZoneHolder {
@@ -80,11 +91,19 @@ impl ZoneView {
                 // Held alone through one record type is held alone.
                 held.shared = match (held.shared.take(), holder.shared) {
                     (Some(a), Some(b)) => {
-                        let mut owners = a.into_vec();
-                        owners.extend(b.into_vec());
+                        let mut owners = a.owners.into_vec();
+                        owners.extend(b.owners.into_vec());
                         owners.sort_unstable();
                         owners.dedup();
-                        Some(owners.into_boxed_slice())
+                        let mut record_types = a.record_types.into_vec();
+                        record_types.extend(b.record_types.into_vec());
+                        record_types.sort_unstable();
+                        record_types.dedup();
+                        Some(Box::new(Sharing {
+                            owners: owners.into_boxed_slice(),
+                            record_types: record_types.into_boxed_slice(),
+                            ttl: a.ttl.or(b.ttl),
+                        }))
                     }
                     _ => None,
                 };
@@ -125,8 +144,9 @@ impl ZoneView {
 pub fn refusal(shared_here: bool, name: &str, holder: &ZoneHolder) -> Option<String> {
     match (&holder.shared, shared_here) {
         (Some(_), true) => None,
-        (Some(owners), false) => {
-            let owners: Vec<String> = owners
+        (Some(sharing), false) => {
+            let owners: Vec<String> = sharing
+                .owners
                 .iter()
                 .map(|owner| concat(&["\"", owner, "\""]))
                 .collect();
@@ -156,6 +176,47 @@ pub fn refusal(shared_here: bool, name: &str, holder: &ZoneHolder) -> Option<Str
             ]))
         }
         _ => Some(held_message(name, holder)),
+    }
+}
+
+/// Why this cluster's `record_type` records of a name it shares with `sharing`'s owners, at
+/// `ttl`, can't join theirs, when they can't: a CNAME can't share a name with addresses, and
+/// one RRset has one TTL.
+pub fn sharing_mismatch(
+    name: &str,
+    sharing: &Sharing,
+    record_type: RecordType,
+    ttl: u32,
+) -> Option<String> {
+    let owner = sharing.owners.first().map_or("", |o| &**o);
+    let clash = sharing.record_types.iter().find(|theirs| {
+        **theirs != record_type
+            && (record_type == RecordType::CNAME || **theirs == RecordType::CNAME)
+    });
+    if let Some(theirs) = clash {
+        return Some(concat(&[
+            name,
+            " is shared across clusters by owner \"",
+            owner,
+            "\" as ",
+            theirs.as_str(),
+            " records; this cluster's Gateways give a ",
+            record_type.as_str(),
+            ", which can't join them: give the Gateways addresses of one kind",
+        ]));
+    }
+    match sharing.ttl {
+        Some(theirs) if theirs != ttl => Some(concat(&[
+            name,
+            " is shared across clusters by owner \"",
+            owner,
+            "\" with TTL ",
+            &theirs.to_string(),
+            "; this cluster publishes it with TTL ",
+            &ttl.to_string(),
+            ", and one name has one TTL: set the same TTL in both clusters",
+        ])),
+        _ => None,
     }
 }
 
@@ -248,5 +309,33 @@ mod tests {
         );
         assert_eq!(view.len(), 1);
         assert!(ZoneView::none().holder("b.example.com").is_none());
+    }
+
+    #[test]
+    fn a_shared_name_is_joined_only_with_the_same_record_kind_and_ttl() {
+        let sharing = Sharing {
+            owners: Box::new(["east".into()]),
+            record_types: Box::new([RecordType::A]),
+            ttl: Some(300),
+        };
+        let name = "s.example.com";
+        assert_eq!(sharing_mismatch(name, &sharing, RecordType::A, 300), None);
+        assert_eq!(
+            sharing_mismatch(name, &sharing, RecordType::AAAA, 300),
+            None
+        );
+        assert_eq!(
+            sharing_mismatch(name, &sharing, RecordType::A, 60).as_deref(),
+            Some(
+                "s.example.com is shared across clusters by owner \"east\" with TTL 300; this \
+                 cluster publishes it with TTL 60, and one name has one TTL: set the same TTL in \
+                 both clusters"
+            )
+        );
+        assert!(
+            sharing_mismatch(name, &sharing, RecordType::CNAME, 300)
+                .unwrap()
+                .contains("as A records; this cluster's Gateways give a CNAME")
+        );
     }
 }

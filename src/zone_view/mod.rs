@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
 use crate::dns::{Endpoint, Provider};
-use crate::engine::zone::{ZoneHolder, ZoneView};
+use crate::engine::zone::{Sharing, ZoneHolder, ZoneView};
 use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::model::RecordType;
@@ -84,7 +84,11 @@ pub fn view_of(listing: &[Endpoint], registry: &TxtRegistry) -> ZoneView {
                         others.iter().map(|l| (*l.owner).into()).collect();
                     owners.sort_unstable();
                     owners.dedup();
-                    owners.into_boxed_slice()
+                    Box::new(Sharing {
+                        owners: owners.into_boxed_slice(),
+                        record_types: Box::new([record.record_type]),
+                        ttl: others.iter().find_map(|l| l.ttl),
+                    })
                 });
                 let first = others
                     .iter()
@@ -246,7 +250,11 @@ mod tests {
         ];
         let view = view_of(&listing, &registry);
         let b = view.holder("b.example.com").unwrap();
-        assert_eq!(b.shared.as_deref(), Some(&["east".into()][..]));
+        assert_eq!(
+            b.shared.as_ref().map(|s| &*s.owners),
+            Some(&["east".into()][..])
+        );
+        assert_eq!(b.shared.as_ref().and_then(|s| s.ttl), Some(300));
         assert_eq!(refusal(true, "b.example.com", b), None);
         let refused = refusal(false, "b.example.com", b).unwrap();
         assert!(

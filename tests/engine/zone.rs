@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use gateway_dns::dns::registry::{TxtRegistry, ownership_value};
+use gateway_dns::dns::registry::{TxtRegistry, ownership_value, shared_value};
 use gateway_dns::dns::{Endpoint, zone_file};
 use gateway_dns::engine::admission::decide;
 use gateway_dns::engine::explain::explain_name;
@@ -194,4 +194,76 @@ example.com. 300 IN SOA ns.example.com. admin.example.com. 1 3600 600 86400 300
 ";
     let from_dump = view_of(&zone_file::parse(dump).unwrap(), &TxtRegistry::new("west"));
     assert_eq!(from_dump, zone());
+}
+
+/// The same world in a cluster that shares `b.example.com` (`--shared-name`).
+fn sharing_index(objects: &[Value]) -> Index {
+    let config = Config {
+        shared_names: Config::parse_shared_names(&[HELD.to_owned()]).unwrap(),
+        ..Config::default()
+    };
+    let index = Index::with_config(Arc::new(config));
+    for object in objects {
+        index.apply(decode(object));
+    }
+    index
+}
+
+fn shared_zone(ttl: u32) -> ZoneView {
+    let listing = vec![
+        Endpoint::new(HELD, RecordType::A, [EAST]),
+        Endpoint::new(
+            "a-b.example.com",
+            RecordType::TXT,
+            [shared_value("east", Some("httproute/apps/b1"), [EAST], ttl)],
+        ),
+    ];
+    view_of(&listing, &TxtRegistry::new("west"))
+}
+
+#[test]
+fn a_name_shared_across_clusters_is_joined_only_where_it_is_shared_with_one_ttl() {
+    // Shared here and there, one TTL: published, no finding, admitted.
+    let sharing = sharing_index(&world());
+    sharing.set_zone_view(shared_zone(300));
+    let outcome = settle_all(&*sharing.snapshot());
+    assert!(outcome.records.iter().any(|r| r.dns_name == HELD));
+    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    let object = decode(&created(
+        http_route("apps", "new", on("a"), &[HELD]),
+        "2026-01-01T00:00:00Z",
+    ));
+    assert!(
+        sharing
+            .read(|snapshot| decide(snapshot, &object, None))
+            .allowed
+    );
+
+    // Another TTL there: a finding, and nothing published.
+    sharing.set_zone_view(shared_zone(60));
+    let outcome = settle_all(&*sharing.snapshot());
+    assert!(!outcome.records.iter().any(|r| r.dns_name == HELD));
+    let finding = outcome
+        .violations
+        .iter()
+        .find(|f| f.reason == Reason::HostnameOwnedInZone)
+        .expect("HostnameOwnedInZone");
+    assert!(
+        finding.message.contains("with TTL 60"),
+        "{}",
+        finding.message
+    );
+
+    // Not shared here: refused, saying the others share it.
+    let plain = index(&world());
+    plain.set_zone_view(shared_zone(300));
+    let held = plain.read(|snapshot| decide(snapshot, &object, None));
+    assert!(!held.allowed);
+    assert!(
+        held.findings[0]
+            .message
+            .contains("this cluster does not list it in --shared-name"),
+        "{:?}",
+        held.findings
+    );
 }
