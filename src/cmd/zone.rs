@@ -88,6 +88,23 @@ fn holdings(listed: &[Endpoint], registry: &TxtRegistry) -> Holdings {
         )
     }) {
         let owner = index.owner_of(&record.dns_name, record.record_type);
+        // A name shared across clusters is held by each of its owners, whose part is not
+        // whole records (`zone release` removes it through the sync loop's own edit).
+        if let Some(owner) = owner
+            && owner.shared
+        {
+            let values = index.registry_values(owner.txt_name);
+            if values.iter().all(|(_, labels)| labels.shared.is_some()) {
+                for (_, labels) in values {
+                    by_owner
+                        .entry(Some(labels.owner.to_string()))
+                        .or_default()
+                        .entry(record.dns_name.clone())
+                        .or_default();
+                }
+                continue;
+            }
+        }
         let records = by_owner
             .entry(owner.map(|o| o.owner.to_owned()))
             .or_default()
@@ -281,10 +298,41 @@ async fn release(args: &ZoneReleaseArgs) -> Result<(String, u8)> {
     for record in records.iter().chain(&ownership) {
         let _ = writeln!(out, "{verb} {record}");
     }
+    // The owner's part of names shared across clusters: its targets (none another owner lists)
+    // and its ownership value, as its own sync loop would remove them.
+    let mut as_owner = registry.clone();
+    as_owner.owner_id.clone_from(&args.owner);
+    let shared: Vec<crate::dns::SharedEdit> =
+        crate::sync::plan_with(&[], &listed, &as_owner, crate::sync::Policy::Sync, &zones)
+            .changes
+            .shared
+            .into_iter()
+            .filter(|edit| chosen.iter().any(|(name, _)| **name == edit.dns_name))
+            .collect();
+    for edit in &shared {
+        let _ = writeln!(
+            out,
+            "{verb} owner \"{}\"'s part of shared {} {}: {} and its ownership value",
+            args.owner,
+            edit.dns_name,
+            edit.record_type,
+            if edit.remove.is_empty() {
+                "no target (the others list them too)".to_owned()
+            } else {
+                edit.remove.join(", ")
+            }
+        );
+    }
     if !args.dry_run {
         let changes = Changes {
             delete: records.into_iter().chain(ownership).collect(),
+            shared,
             ..Changes::default()
+        };
+        let changes = if provider.edits_records() {
+            changes
+        } else {
+            changes.whole_rrsets()
         };
         provider
             .apply(&changes)

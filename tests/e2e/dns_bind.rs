@@ -626,13 +626,48 @@ async fn bind_a_shared_name_is_the_union_of_its_owners_and_each_removes_only_its
         "nothing of the stale edit landed"
     );
 
-    // East's route goes: east's target and value go, west's stay.
-    east_wants.lock().unwrap().clear();
-    assert!(east.run_once().await.unwrap().converged);
+    // `zone owners` lists the name under both owners; `zone release --owner east` removes
+    // east's part only, as east's own sync loop would.
+    let zone = |args: &[&str]| {
+        let mut all: Vec<String> = vec!["zone".into(), args[0].into()];
+        all.extend(bind.serve_args());
+        all.extend(args[1..].iter().map(|a| a.to_string()));
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .args(&all)
+            .envs(bind.serve_env())
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{run:?}");
+        String::from_utf8_lossy(&run.stdout).into_owned()
+    };
+    let owners: serde_json::Value =
+        serde_json::from_str(&zone(&["owners", "--output", "json"])).unwrap();
+    for owner in ["east", "west"] {
+        let listed = owners["owners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["owner"] == owner)
+            .unwrap_or_else(|| panic!("{owner} in {owners:#}"));
+        assert_eq!(listed["names"], serde_json::json!(["b.example.com"]));
+    }
+    let released = zone(&["release", "--owner", "east", "--force"]);
+    assert!(
+        released.contains("part of shared b.example.com A: 10.0.0.3"),
+        "{released}"
+    );
     assert_eq!(lookup(&bind, "b.example.com", "A"), ["10.0.0.1"]);
     let values = lookup(&bind, "a-b.example.com", "TXT");
     assert_eq!(values.len(), 1);
     assert!(values[0].contains("owner=west"));
+    // East's route goes too: nothing of west's moves.
+    east_wants.lock().unwrap().clear();
+    assert!(
+        east.run_once().await.is_err(),
+        "east lists none of its own records: held once"
+    );
+    assert!(east.run_once().await.unwrap().converged);
+    assert_eq!(lookup(&bind, "b.example.com", "A"), ["10.0.0.1"]);
     // The last owner's removal removes the name and its ownership record.
     west_wants.lock().unwrap().clear();
     assert!(west.run_once().await.unwrap().converged);
