@@ -432,6 +432,11 @@ pub struct ServeArgs {
     /// default) writes none. Clusters sharing a zone set it, e.g. 1m.
     #[arg(long, default_value = "0", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
     pub owner_heartbeat_interval: std::time::Duration,
+    /// Take over a name this cluster's routes want from an owner whose last heartbeat in the
+    /// zone is older than this (its installation is gone), with a Normal Event on the route.
+    /// Off by default; an owner that writes no heartbeat is never adopted from.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", env = "GATEWAY_DNS_ADOPT_AFTER", help_heading = DNS)]
+    pub adopt_after: Option<std::time::Duration>,
     /// Compute and print the plan; write nothing.
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_bool, action = ArgAction::Set, value_name = "BOOL", env = "GATEWAY_DNS_DRY_RUN", help_heading = DNS)]
     pub dry_run: bool,

@@ -523,6 +523,7 @@ async fn build_syncer(
     sync_config.registry = super::provider::registry(&args.provider_flags)?;
     sync_config.shared_names =
         crate::engine::Config::parse_shared_names(&args.engine.shared_names)?;
+    sync_config.adopt_after = args.adopt_after;
     if matches!(args.provider, ProviderKind::Dnsendpoint) {
         // Its ownership records are read back from the DNSEndpoint objects' labels, never
         // written as TXT: external-dns, which writes them, applies its own encryption.
@@ -537,6 +538,7 @@ async fn build_syncer(
         let config = crate::zone_view::ZoneViewConfig {
             interval: args.zone_refresh_interval,
             max_age: args.zone_view_max_age,
+            adopt_after: args.adopt_after,
         };
         let wake = Arc::new(Notify::new());
         if let Some(listen) = args.zone_notify_listen {
@@ -629,8 +631,15 @@ async fn spawn_zone_notify(
 
 /// The sync loop's writes as the feedback module reads them.
 fn applied_records(changes: &Changes) -> Vec<AppliedRecord> {
+    let adopted_from = |endpoint: &crate::dns::Endpoint| {
+        changes
+            .adopted
+            .iter()
+            .find(|(name, t, _)| *name == endpoint.dns_name && *t == endpoint.record_type)
+            .map(|(_, _, from)| from.clone())
+    };
     let written = changes.create.iter().chain(&changes.update);
-    written
+    let mut records: Vec<AppliedRecord> = written
         .map(|endpoint| (endpoint, false))
         .chain(changes.delete.iter().map(|endpoint| (endpoint, true)))
         .map(|(endpoint, removed)| AppliedRecord {
@@ -639,8 +648,24 @@ fn applied_records(changes: &Changes) -> Vec<AppliedRecord> {
             targets: endpoint.targets.iter().cloned().collect(),
             removed,
             resource: endpoint.resource.clone(),
+            adopted_from: adopted_from(endpoint),
         })
-        .collect()
+        .collect();
+    // Our part of shared names: published with the name's targets, or removed.
+    records.extend(changes.shared.iter().map(|edit| {
+        let (data, _) = edit.outcome();
+        AppliedRecord {
+            dns_name: edit.dns_name.clone(),
+            record_type: edit.record_type,
+            targets: data
+                .map(|d| d.targets.into_iter().collect())
+                .unwrap_or_default(),
+            removed: edit.txt_add.is_none(),
+            resource: None,
+            adopted_from: None,
+        }
+    }));
+    records
 }
 
 /// This replica's name: the Lease holder identity and the Events' `reportingInstance`.

@@ -189,6 +189,8 @@ pub struct Changes {
     /// RRset that made it ours, as listed: a provider that can make the change conditional
     /// (RFC 2136 prerequisites) writes only while that RRset is still exactly so.
     pub owned_by: BTreeMap<(String, RecordType), Endpoint>,
+    /// Records taken over from an owner gone silent (`--adopt-after`): (name, type, owner).
+    pub adopted: Vec<(String, RecordType, String)>,
 }
 
 impl Changes {

@@ -96,6 +96,9 @@ pub const FINDING_ACTION: &str = "Evaluate";
 pub const PUBLISHED: &str = "DNSRecordPublished";
 /// `reason` of the Normal Event on each route whose record the sync loop deleted.
 pub const REMOVED: &str = "DNSRecordRemoved";
+/// `reason` of the Normal Event on each route whose record the sync loop took over from an
+/// owner gone silent (`--adopt-after`).
+pub const ADOPTED: &str = "DNSRecordAdopted";
 
 /// A record set the sync loop wrote (created or updated) or deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +109,8 @@ pub struct AppliedRecord {
     pub removed: bool,
     /// The route its ownership record names (`httproute/namespace/name`), if any.
     pub resource: Option<String>,
+    /// The owner gone silent it was taken over from (`--adopt-after`), if it was.
+    pub adopted_from: Option<String>,
 }
 
 /// The routes of each record set, as the outcomes seen so far had them: a removed record is
@@ -142,7 +147,19 @@ pub fn record_events(applied: &[AppliedRecord], known: &mut RecordRoutes) -> Vec
                 .into_iter()
                 .collect(),
         };
-        let (reason, action, note) = if record.removed {
+        let (reason, action, note) = if let Some(from) = &record.adopted_from {
+            (
+                ADOPTED,
+                "Adopt",
+                format!(
+                    "DNS record {} {} {} adopted from owner \"{from}\", whose heartbeat is older \
+                     than --adopt-after",
+                    record.dns_name,
+                    record.record_type.as_str(),
+                    record.targets.join(",")
+                ),
+            )
+        } else if record.removed {
             known.remove(&key);
             (
                 REMOVED,
@@ -490,7 +507,25 @@ mod tests {
             targets: vec!["203.0.113.10".to_string()],
             removed,
             resource: Some("httproute/team-a/web".to_string()),
+            adopted_from: None,
         }
+    }
+
+    #[test]
+    fn an_adopted_record_tells_its_route_whose_it_was() {
+        let adopted = AppliedRecord {
+            adopted_from: Some("east".into()),
+            ..applied("b.example.com", RecordType::A, false)
+        };
+        let events = record_events(&[adopted], &mut RecordRoutes::new());
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, ADOPTED);
+        assert_eq!(events[0].event_type, EventType::Normal);
+        assert!(
+            events[0].note.contains("adopted from owner \"east\""),
+            "{}",
+            events[0].note
+        );
     }
 
     #[test]

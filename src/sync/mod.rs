@@ -28,7 +28,7 @@ use crate::dns::{self, Changes, Endpoint, Provider};
 use crate::metrics::{BlockedGroup, ChangeAction, Metrics, SyncErrorKind};
 use crate::model::dns_name::canonical;
 use crate::retry::Backoff;
-pub use plan::{BlockReason, Blocked, Plan, Policy, plan, plan_shared, plan_with};
+pub use plan::{BlockReason, Blocked, Plan, Policy, Scope, plan, plan_shared, plan_with};
 
 /// Says why DNS deletions must wait, while they must (e.g. the cluster source's unconfirmed
 /// absences).
@@ -81,6 +81,9 @@ pub struct SyncConfig {
     /// `--shared-name`: names shared with owners of other clusters (names, `*.suffix`), of
     /// which this owner writes its own targets only.
     pub shared_names: Vec<String>,
+    /// `--adopt-after`: a wanted record held by an owner whose last heartbeat is older than
+    /// this is taken over. `None`: never.
+    pub adopt_after: Option<Duration>,
     /// Periodic resync (`--interval`).
     pub interval: Duration,
     /// Passes that changes may start back to back after a quiet period, so the first change
@@ -103,6 +106,7 @@ impl SyncConfig {
             policy: Policy::Sync,
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             shared_names: Vec::new(),
+            adopt_after: None,
             interval: Duration::from_secs(60),
             // An apply is usually two notifications (the object, then its status): applies a
             // few hundred ms apart never wait for the allowance, and a burst's first eight
@@ -251,7 +255,10 @@ impl Syncer {
             &self.config.registry,
             policy,
             &self.config.zones,
-            &self.config.shared_names,
+            &plan::Scope {
+                shared_names: self.config.shared_names.clone(),
+                adoptable: self.adoptable(&current),
+            },
         );
         self.confirm_listing(planned.owned())?;
         self.record_gauges(&desired, planned.blocked());
@@ -260,6 +267,14 @@ impl Syncer {
         self.report_undecryptable(&plan.undecryptable);
         let held = held.filter(|_| policy != self.config.policy && plan.held_by_policy > 0);
         Ok((plan, held))
+    }
+
+    /// The owners whose heartbeats in `listing` are older than `--adopt-after`.
+    fn adoptable(&self, listing: &[Endpoint]) -> Vec<String> {
+        use dns::registry::heartbeat::{gone_silent, unix_now};
+        self.config.adopt_after.map_or_else(Vec::new, |after| {
+            gone_silent(listing, after, unix_now(), &self.config.registry.owner_id)
+        })
     }
 
     /// A listing without any record of ours after one with some is taken only when the next

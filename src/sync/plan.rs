@@ -206,7 +206,17 @@ pub fn plan_with(
     policy: Policy,
     zones: &[String],
 ) -> Plan {
-    plan_shared(desired, current, registry, policy, zones, &[])
+    Planned::new(desired, current, registry, policy, zones, &Scope::default()).copying(desired)
+}
+
+/// What a plan may touch beyond what this owner holds alone.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// `--shared-name`: names shared with owners of other clusters (names, `*.suffix`), of
+    /// which this owner writes its own targets only.
+    pub shared_names: Vec<String>,
+    /// Owners gone silent (`--adopt-after`), whose records a wanted record takes over.
+    pub adoptable: Vec<String>,
 }
 
 /// [`plan_with`] where the names on `shared_names` (`--shared-name`: names, `*.suffix`) are
@@ -219,7 +229,11 @@ pub fn plan_shared(
     zones: &[String],
     shared_names: &[String],
 ) -> Plan {
-    Planned::new(desired, current, registry, policy, zones, shared_names).copying(desired)
+    let scope = Scope {
+        shared_names: shared_names.to_vec(),
+        adoptable: Vec::new(),
+    };
+    Planned::new(desired, current, registry, policy, zones, &scope).copying(desired)
 }
 
 /// A plan decided but not yet written out: the records to create are still positions in the
@@ -243,7 +257,7 @@ impl<'a> Planned<'a> {
         registry: &'a TxtRegistry,
         policy: Policy,
         zones: &[String],
-        shared_names: &[String],
+        scope: &Scope,
     ) -> Planned<'a> {
         let zones: Vec<String> = zones.iter().map(|z| canonical(z).into_owned()).collect();
         let ledger = OwnershipLedger::new(current, registry);
@@ -252,10 +266,12 @@ impl<'a> Planned<'a> {
             current: Current::read(current, &zones, ledger.index()),
             policy,
             zones,
-            shared_names: shared_names.to_vec(),
+            shared_names: scope.shared_names.clone(),
+            adoptable: scope.adoptable.clone(),
             ledger,
             shared: Vec::new(),
             owned_by: BTreeMap::new(),
+            adopted: Vec::new(),
             plan: Plan {
                 undecryptable,
                 ..Plan::default()
@@ -424,6 +440,12 @@ enum Placement {
     Unchanged,
     /// It differs, and the policy forbids updates.
     HeldByPolicy,
+    /// Another owner's, gone silent: taken over (replaced, or created where only its
+    /// ownership record is left).
+    Adopt {
+        from: String,
+        exists: bool,
+    },
 }
 
 /// What a plan is made from, and the plan as it grows, step by step.
@@ -433,12 +455,16 @@ struct Planner<'a> {
     zones: Vec<String>,
     /// `--shared-name`: names this owner shares with owners of other clusters.
     shared_names: Vec<String>,
+    /// Owners gone silent, whose records wanted records take over.
+    adoptable: Vec<String>,
     /// Who owns what, and the ownership this plan claims and releases.
     ledger: OwnershipLedger<'a>,
     /// Edits of this owner's part of shared names.
     shared: Vec<SharedEdit>,
     /// The ownership TXT RRset, as listed, of each RRset updated or deleted.
     owned_by: BTreeMap<(String, RecordType), Endpoint>,
+    /// Records taken over from owners gone silent.
+    adopted: Vec<(String, RecordType, String)>,
     plan: Plan,
 }
 
@@ -542,6 +568,21 @@ impl Planner<'_> {
                         }
                         Placement::HeldByPolicy => self.plan.held_by_policy += 1,
                         Placement::Unchanged => {}
+                        Placement::Adopt { from, exists } => {
+                            if exists {
+                                self.guard(name, *record_type);
+                                updates.push(Endpoint {
+                                    ttl: Some(endpoint.ttl_or_default()),
+                                    ..endpoint.clone()
+                                });
+                            } else {
+                                creates.push(index);
+                            }
+                            self.adopted
+                                .push((name.to_owned(), *record_type, from.clone()));
+                            self.ledger.adopt(txt_name, value, &from);
+                            continue;
+                        }
                     }
                     self.ledger.claim(txt_name, value);
                 }
@@ -568,6 +609,16 @@ impl Planner<'_> {
                 detail: "it shares the name with this owner id, which no longer lists it in \
                          --shared-name"
                     .to_owned(),
+            });
+        }
+        if let Holder::Other(owner) = holder
+            && self.adoptable.iter().any(|gone| gone == owner)
+            && self.policy.allows_update()
+            && self.other_owner_alone(name, record_type, owner)
+        {
+            return Ok(Placement::Adopt {
+                from: owner.to_owned(),
+                exists: self.current.data_record(name, record_type).is_some(),
             });
         }
         if let Some(existing) = self.current.data_record(name, record_type) {
@@ -638,6 +689,18 @@ impl Planner<'_> {
             self.owned_by
                 .insert((name.to_owned(), record_type), listed.clone());
         }
+    }
+
+    /// `owner`'s ownership values are the only ones at the record's ownership name (no other
+    /// owner's beside them, none shared): a record that can be adopted whole.
+    fn other_owner_alone(&self, name: &str, record_type: RecordType, owner: &str) -> bool {
+        let index = self.ledger.index();
+        index.owning_txt(name, record_type).is_some_and(|txt_name| {
+            index
+                .registry_values(txt_name)
+                .iter()
+                .all(|(_, labels)| labels.owner == owner && labels.shared.is_none())
+        })
     }
 
     /// Another owner id sharing `name`/`record_type` with ours, when our value there marks it
@@ -864,6 +927,7 @@ impl Planner<'_> {
             delete: deletes,
             shared: std::mem::take(&mut self.shared),
             owned_by: std::mem::take(&mut self.owned_by),
+            adopted: std::mem::take(&mut self.adopted),
         };
         self.plan
     }
@@ -1020,7 +1084,14 @@ mod tests {
         ];
         let registry = TxtRegistry::new(OWNER);
         let copied = plan_with(&desired, &current, &registry, Policy::Sync, &zones());
-        let planned = Planned::new(&desired, &current, &registry, Policy::Sync, &zones(), &[]);
+        let planned = Planned::new(
+            &desired,
+            &current,
+            &registry,
+            Policy::Sync,
+            &zones(),
+            &Scope::default(),
+        );
         assert_eq!(planned.blocked(), copied.blocked.as_slice());
         let taken = planned.taking(desired.clone());
         assert_eq!(taken.changes, copied.changes);
@@ -1547,5 +1618,70 @@ mod tests {
             Some(&current[3]),
             "the ownership record's own delete too"
         );
+    }
+
+    #[test]
+    fn a_record_of_an_owner_gone_silent_is_adopted_under_its_ownership_as_listed() {
+        let theirs = txt("a-b.example.com", &[ownership_value("east", None)]);
+        let current = vec![a("b.example.com", "10.0.0.2"), theirs.clone()];
+        let desired = [a("b.example.com", "10.0.0.1")];
+        // East still counts: blocked as before.
+        let plan = plan_sync(&desired, &current);
+        assert!(plan.is_empty());
+        assert_eq!(
+            plan.blocked[0].reason,
+            BlockReason::OwnedByOther {
+                owner: "east".into()
+            }
+        );
+        // East gone silent: the record is replaced, its ownership value becomes ours, both
+        // only while east's ownership record is as listed.
+        let scope = Scope {
+            adoptable: vec!["east".into()],
+            ..Scope::default()
+        };
+        let registry = TxtRegistry::new(OWNER);
+        let plan = Planned::new(
+            &desired,
+            &current,
+            &registry,
+            Policy::Sync,
+            &zones(),
+            &scope,
+        )
+        .copying(&desired);
+        assert!(plan.blocked.is_empty(), "{:?}", plan.blocked);
+        assert_eq!(
+            names(&plan.changes.update),
+            ["b.example.com A", "a-b.example.com TXT"]
+        );
+        let txt_after = &plan.changes.update[1];
+        assert_eq!(txt_after.targets.len(), 1);
+        assert!(txt_after.targets.iter().all(|v| v.contains("owner=gw")));
+        assert_eq!(
+            plan.changes
+                .owned_by
+                .get(&("b.example.com".to_string(), RecordType::A)),
+            Some(&theirs)
+        );
+        assert_eq!(
+            plan.changes.adopted,
+            [(
+                "b.example.com".to_string(),
+                RecordType::A,
+                "east".to_string()
+            )]
+        );
+        // Under create-only nothing is taken over.
+        let plan = Planned::new(
+            &desired,
+            &current,
+            &registry,
+            Policy::CreateOnly,
+            &zones(),
+            &scope,
+        )
+        .copying(&desired);
+        assert!(plan.changes.adopted.is_empty());
     }
 }

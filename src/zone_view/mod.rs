@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::dns::registry::heartbeat::{gone_silent, unix_now};
 use crate::dns::registry::{OwnershipIndex, TxtRegistry};
 use crate::dns::{Endpoint, Provider};
 use crate::engine::zone::{Sharing, ZoneHolder, ZoneView};
@@ -35,12 +36,20 @@ pub struct ZoneViewConfig {
     pub interval: Duration,
     /// A view not read whole for longer is not used (`--zone-view-max-age`).
     pub max_age: Duration,
+    /// Names held by an owner silent for longer are free (`--adopt-after`).
+    pub adopt_after: Option<Duration>,
 }
 
 /// The names of `listing` (every record of the managed zones) held by another owner id or by no
 /// owner, under `registry`'s rules. A name with any A, AAAA or CNAME record of ours is ours
 /// (any other record there is the sync loop's to report), and TXT records hold no name.
 pub fn view_of(listing: &[Endpoint], registry: &TxtRegistry) -> ZoneView {
+    view_without(listing, registry, &[])
+}
+
+/// [`view_of`] without the names held alone by the owners `gone` (silent longer than
+/// `--adopt-after`): free for a claim here, whose sync loop takes them over.
+pub fn view_without(listing: &[Endpoint], registry: &TxtRegistry, gone: &[String]) -> ZoneView {
     let index = OwnershipIndex::from_records(listing, registry);
     let addresses = || {
         listing.iter().filter(|record| {
@@ -100,6 +109,12 @@ pub fn view_of(listing: &[Endpoint], registry: &TxtRegistry) -> ZoneView {
             }
             None => (None, None),
         };
+        if shared.is_none()
+            && let Some((owner, _)) = owner_labels
+            && gone.iter().any(|g| g == owner)
+        {
+            continue;
+        }
         view.hold(
             &record.dns_name,
             ZoneHolder {
@@ -148,8 +163,14 @@ pub async fn run(
         match provider.records().await {
             Ok(listing) => {
                 let registry = registry.clone();
-                let Ok(view) =
-                    tokio::task::spawn_blocking(move || view_of(&listing, &registry)).await
+                let adopt_after = config.adopt_after;
+                let Ok(view) = tokio::task::spawn_blocking(move || {
+                    let gone = adopt_after.map_or_else(Vec::new, |after| {
+                        gone_silent(&listing, after, unix_now(), &registry.owner_id)
+                    });
+                    view_without(&listing, &registry, &gone)
+                })
+                .await
                 else {
                     continue;
                 };

@@ -771,3 +771,81 @@ async fn a_name_shared_across_clusters_is_the_union_and_each_cluster_removes_onl
         tokio::task::block_in_place(|| owners_in_zone(&bind.axfr(), "s.example.com")).is_empty()
     );
 }
+
+/// With `--adopt-after`, west takes over a name whose owner's heartbeat stopped: refused while
+/// east beats, admitted and written under west's ownership once east has been silent longer,
+/// with a Normal `DNSRecordAdopted` Event on west's route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_of_an_owner_gone_silent_is_adopted_after_the_bound() {
+    let bind = Bind::start("example.com", "");
+    let beat = [
+        "--zone-refresh-interval",
+        "1s",
+        "--owner-heartbeat-interval",
+        "1s",
+    ];
+    let adopting = [&beat[..], &["--adopt-after", "4s"]].concat();
+    let (east, mut east_serve) = cluster_with(&bind, "east", EAST, &beat).await;
+    let (west, west_serve) = cluster_with(&bind, "west", WEST, &adopting).await;
+    tokio::task::block_in_place(|| east.apply(&route("b1", "b.example.com"), &[]).ok());
+    wait_in_zone(&bind, "b.example.com", &[EAST], &east_serve).await;
+    wait_view(&west_serve, 1.0).await;
+    // Alive: refused, and a few seconds later still east's.
+    let refused = tokio::task::block_in_place(|| west.apply(&route("b2", "b.example.com"), &[]));
+    assert!(!refused.success, "{refused:?}");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        tokio::task::block_in_place(|| in_zone(&bind, "b.example.com")),
+        [EAST]
+    );
+
+    east_serve.kill();
+    let killed = Instant::now();
+    // West's view frees the name once east has been silent past the bound.
+    let admitted = loop {
+        let run = tokio::task::block_in_place(|| west.apply(&route("b2", "b.example.com"), &[]));
+        if run.success {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "{run:?}\n{}",
+            west_serve.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        admitted >= Duration::from_secs(4),
+        "admitted {admitted:?} after the kill"
+    );
+    wait_in_zone(&bind, "b.example.com", &[WEST], &west_serve).await;
+    let owners = tokio::task::block_in_place(|| owners_in_zone(&bind.axfr(), "b.example.com"));
+    assert_eq!(owners, ["west"]);
+    let start = Instant::now();
+    loop {
+        let events = tokio::task::block_in_place(|| {
+            west.kubectl(&["get", "events.events.k8s.io", "-n", "apps", "-o", "json"])
+                .ok()
+        });
+        let list: serde_json::Value = serde_json::from_str(&events).unwrap();
+        let adopted = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["reason"] == "DNSRecordAdopted" && e["regarding"]["name"] == "b2");
+        if let Some(event) = adopted {
+            assert_eq!(event["type"], "Normal");
+            assert!(
+                event["note"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("adopted from owner \"east\""),
+                "{event:#}"
+            );
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    drop(east);
+}

@@ -721,3 +721,58 @@ async fn bind_an_update_or_delete_needs_its_ownership_record_as_listed() {
     assert_eq!(syncer.sync_pass().await.unwrap().applied, 0);
     assert_eq!(lookup(&bind, "app.example.com", "A"), ["192.0.2.1"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_a_record_of_an_owner_gone_silent_is_adopted_after_the_bound() {
+    use gateway_dns::dns::registry::{heartbeat, ownership_value};
+    let bind = Bind::start(ZONE, "");
+    let provider = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let now = heartbeat::unix_now();
+    let east = |beat_at: i64| Changes {
+        update: vec![heartbeat::record("east", "e1", beat_at, ZONE)],
+        ..Changes::default()
+    };
+    provider
+        .apply(&Changes {
+            create: vec![
+                Endpoint::new(
+                    "a-b.example.com",
+                    RecordType::TXT,
+                    [ownership_value("east", Some("httproute/apps/b1"))],
+                ),
+                a("b.example.com", &["203.0.113.10"]),
+            ],
+            ..east(now)
+        })
+        .await
+        .unwrap();
+    let desired: Desired = Arc::new(Mutex::new(vec![a("b.example.com", &["198.51.100.20"])]));
+    let mut config = SyncConfig::new("west", vec![ZONE.into()]);
+    config.adopt_after = Some(Duration::from_secs(60));
+    let west = Syncer::new(
+        Arc::new(Rfc2136Provider::new(bind.provider_config()).unwrap()),
+        source_of(&desired),
+        config,
+        Default::default(),
+    );
+    // A fresh heartbeat: east's, blocked.
+    let pass = west.sync_pass().await.unwrap();
+    assert_eq!(pass.applied, 0);
+    assert_eq!(pass.plan.blocked.len(), 1, "{:?}", pass.plan);
+    assert_eq!(lookup(&bind, "b.example.com", "A"), ["203.0.113.10"]);
+    // Silent for longer than the bound: adopted, the ownership value now west's.
+    provider.apply(&east(now - 120)).await.unwrap();
+    let pass = west.sync_pass().await.unwrap();
+    assert_eq!(
+        pass.plan.changes.adopted,
+        [(
+            "b.example.com".to_string(),
+            RecordType::A,
+            "east".to_string()
+        )]
+    );
+    assert_eq!(lookup(&bind, "b.example.com", "A"), ["198.51.100.20"]);
+    let values = lookup(&bind, "a-b.example.com", "TXT");
+    assert_eq!(values.len(), 1);
+    assert!(values[0].contains("owner=west"), "{values:?}");
+}

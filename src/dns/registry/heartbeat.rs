@@ -96,6 +96,30 @@ pub fn latest(listing: &[Endpoint]) -> BTreeMap<String, Heartbeat> {
     out
 }
 
+/// The owners but `us` whose last heartbeat in `listing` is older than `after` at `now` (Unix
+/// seconds): gone, for `--adopt-after`. An owner that writes no heartbeat is never among them:
+/// nothing says it is gone.
+pub fn gone_silent(
+    listing: &[Endpoint],
+    after: std::time::Duration,
+    now: i64,
+    us: &str,
+) -> Vec<String> {
+    let after = i64::try_from(after.as_secs()).unwrap_or(i64::MAX);
+    latest(listing)
+        .into_values()
+        .filter(|beat| beat.owner != us && now.saturating_sub(beat.time) > after)
+        .map(|beat| beat.owner)
+        .collect()
+}
+
+/// The time in Unix seconds, as heartbeats hold it.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The heartbeats of `owner` in a listing, one per zone.
 pub fn latest_of(listing: &[Endpoint], owner: &str) -> Vec<Heartbeat> {
     all(listing).filter(|beat| beat.owner == owner).collect()

@@ -151,6 +151,19 @@ impl<'r> OwnershipLedger<'r> {
         }
     }
 
+    /// Our ownership `value` at `txt_name` in place of `from`'s (an owner gone silent whose
+    /// record we adopt): its values there go, ours comes.
+    pub fn adopt(&mut self, txt_name: String, value: String, from: &str) {
+        let present = self.index.registry_values(&txt_name);
+        let edit = self.edits.entry(txt_name).or_default();
+        for (raw, labels) in present {
+            if labels.owner == from {
+                add_once(&mut edit.remove, (*raw).to_owned());
+            }
+        }
+        add_once(&mut edit.add, value);
+    }
+
     /// Removes every ownership value of ours at `txt_name`.
     pub fn release(&mut self, txt_name: &str) {
         // A value claimed and kept stays: releasing ours there and adding it back is no change.
