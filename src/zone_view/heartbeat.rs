@@ -77,12 +77,25 @@ pub async fn run(
     metrics.set_owner_id_conflict(false);
     loop {
         tick.tick().await;
-        if !leader.as_mut().is_none_or(|l| *l.borrow_and_update()) {
+        if let Some(lease) = leader.as_mut()
+            && !*lease.borrow_and_update()
+        {
             seen.forget();
             if !writes_allowed.send_replace(true) {
                 metrics.set_owner_id_conflict(false);
             }
-            continue;
+            // A new holder beats as soon as it holds the Lease, not an interval later: until
+            // then `zone release` may take the installation for dead.
+            loop {
+                if lease.changed().await.is_err() {
+                    // No election any more (the process is ending): nothing to wait for.
+                    std::future::pending::<()>().await;
+                }
+                if *lease.borrow_and_update() {
+                    break;
+                }
+            }
+            tick.reset();
         }
         // The read goes through the provider's listing cache: one SOA query per zone when
         // nothing changed. It also says, per zone, whether the heartbeat is created or updated.
