@@ -130,6 +130,10 @@ pub async fn run(
                 tracing::info!(owner = %owner, "no other installation writes with this owner id any more: DNS writes resume");
             }
         }
+        // The Lease may have gone while the listing was read: only its holder writes.
+        if leader.as_ref().is_some_and(|lease| !*lease.borrow()) {
+            continue;
+        }
         let time = now();
         let changes = heartbeat::changes(&listed, &owner, &instance, time, provider.zones());
         match provider.apply(&changes).await {
