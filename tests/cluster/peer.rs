@@ -424,12 +424,16 @@ fn gateway_dns_writes_through_external_dns_webhook_provider_into_bind() {
 /// Heartbeats through an external-dns webhook provider, whose protocol updates a record only by
 /// naming the old one: the first is a create (no heartbeat of this owner listed yet), the later
 /// ones replace the old value with the new, and each is read back through the protocol, by the
-/// writer itself and by `zone owners --provider webhook`.
+/// writer itself and by `zone owners --provider webhook`; `zone release --provider webhook`
+/// refuses the live owner and releases it once it is dead.
 #[test]
 fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
     let cluster = ControlPlane::start();
     let bind = Bind::start("example.com", "");
     let hook = WebhookRfc2136::start(&bind);
+    cluster.apply(&public_gateway(), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.apply(&route("keep", "keep.example.com"), &[]).ok();
     cluster.install_gateway_dns_rbac();
     let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
     let url = hook.url();
@@ -445,10 +449,17 @@ fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
         "--owner-heartbeat-interval",
         "1s",
     ];
-    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let mut serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
     let log = || format!("{}\nwebhook-rfc2136:\n{}", serve.log_tail(), hook.log());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(serve.wait_ready(LIMIT));
+    wait_a(
+        &bind,
+        "keep.example.com",
+        &["203.0.113.10"],
+        "gateway-dns",
+        &log,
+    );
 
     let start = Instant::now();
     let first = loop {
@@ -479,21 +490,16 @@ fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let owners = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
-        .args([
-            "zone",
-            "owners",
-            "--provider",
-            "webhook",
-            "--webhook-provider-url",
-            &url,
-            "--zone",
-            "example.com",
-            "--output",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let zone = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .arg("zone")
+            .args(args)
+            .args(["--provider", "webhook", "--webhook-provider-url", &url])
+            .args(["--zone", "example.com"])
+            .output()
+            .unwrap()
+    };
+    let owners = zone(&["owners", "--output", "json"]);
     assert!(owners.status.success(), "{owners:?}");
     let owners: serde_json::Value = serde_json::from_slice(&owners.stdout).unwrap();
     let east = owners["owners"]
@@ -508,6 +514,7 @@ fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
             .is_some_and(|age| age < 5),
         "{owners:#}"
     );
+    assert_eq!(east["names"], json!(["keep.example.com"]), "{owners:#}");
     // The writer reads its own heartbeats back: one instance, no conflict.
     let text = serve.log_tail();
     assert!(!text.contains("heartbeat record failed"), "{}", log());
@@ -517,6 +524,23 @@ fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
         Some(0.0)
     );
     serve.assert_running();
+
+    // Alive: refused. Dead (its heartbeat older than --dead-after): its name released.
+    let release = ["release", "--owner", "east", "--dead-after", "3s"];
+    let refused = zone(&release);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    serve.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    let released = zone(&release);
+    assert!(released.status.success(), "{released:?}\n{}", hook.log());
+    assert!(
+        String::from_utf8_lossy(&released.stdout).contains("released 1 names of owner \"east\""),
+        "{released:?}"
+    );
+    wait_a(&bind, "keep.example.com", &[], "zone release", &|| {
+        hook.log()
+    });
+    assert!(ownership(&bind, "a-keep.example.com").is_empty());
 }
 
 fn endpoint(name: &str, target: &str) -> serde_json::Value {
@@ -773,7 +797,7 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
         "--owner-heartbeat-interval",
         "2s",
     ];
-    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let mut serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(serve.wait_ready(LIMIT));
     cluster.register_webhook(&serve.url(), &serve.ca_file());
@@ -935,6 +959,31 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(dnsendpoints(&cluster).len(), 2, "{}", log());
     serve.assert_running();
+
+    // Once gateway-dns is gone, `zone release` removes its objects, and only those.
+    serve.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    let released = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(["zone", "release", "--owner", "gateway-dns", "--dead-after", "3s"])
+        .args(["--provider", "dnsendpoint", "--dnsendpoint-namespace", "gateway-dns"])
+        .args(["--zone", "example.com", "--txt-owner-id", "gateway-dns"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert!(released.status.success(), "{released:?}");
+    let names: Vec<String> = dnsendpoints(&cluster)
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(names, ["stranger"], "{released:?}");
+    wait_records(
+        &bind,
+        &[
+            ("foreign.example.com", "A", "192.0.2.1"),
+            ("stranger.example.com", "A", "192.0.2.9"),
+        ],
+        &|| peer.log_tail(),
+    );
     peer.assert_running();
 }
 
