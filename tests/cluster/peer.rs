@@ -964,8 +964,20 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
     serve.kill();
     std::thread::sleep(Duration::from_secs(4));
     let released = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
-        .args(["zone", "release", "--owner", "gateway-dns", "--dead-after", "3s"])
-        .args(["--provider", "dnsendpoint", "--dnsendpoint-namespace", "gateway-dns"])
+        .args([
+            "zone",
+            "release",
+            "--owner",
+            "gateway-dns",
+            "--dead-after",
+            "3s",
+        ])
+        .args([
+            "--provider",
+            "dnsendpoint",
+            "--dnsendpoint-namespace",
+            "gateway-dns",
+        ])
         .args(["--zone", "example.com", "--txt-owner-id", "gateway-dns"])
         .env("KUBECONFIG", &kubeconfig)
         .output()
