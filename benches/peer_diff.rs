@@ -606,7 +606,17 @@ fn run(scenario: &'static Scenario, runtime: &tokio::runtime::Runtime) -> Outcom
     cluster.install_gateway_dns_rbac();
     let identity = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
     let mut args = ours_bind.serve_args();
-    args.extend(["--txt-owner-id", OURS, "--interval", "2s"].map(String::from));
+    // The zones are compared record by record: external-dns writes no heartbeat.
+    args.extend(
+        [
+            "--txt-owner-id",
+            OURS,
+            "--interval",
+            "2s",
+            "--owner-heartbeat-interval=0",
+        ]
+        .map(String::from),
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let serve = Serve::start_with_env(&identity, OURS, &args, &ours_bind.serve_env());
     let peer_identity = extdns::install_rbac(&cluster);

@@ -65,6 +65,9 @@ fn replica(bind: &bind::Bind, manifests: &std::path::Path, extra: &[&str]) -> Re
             "west",
             "--metrics-listen",
             &metrics.to_string(),
+            // Two replicas of one owner id without a Lease: with heartbeats each would take the
+            // other for a second installation.
+            "--owner-heartbeat-interval=0",
         ])
         .args(extra)
         .envs(bind.serve_env())

@@ -427,10 +427,11 @@ pub struct ServeArgs {
     /// from the server's own address is taken.
     #[arg(long, value_name = "ADDR:PORT", env = "GATEWAY_DNS_ZONE_NOTIFY_LISTEN", help_heading = DNS)]
     pub zone_notify_listen: Option<std::net::SocketAddr>,
-    /// How often the Lease holder rewrites this owner id's heartbeat record in each zone (RFC
-    /// 2136 and PowerDNS), so that `gateway-dns zone release` can tell it is alive; 0 (the
-    /// default) writes none. Clusters sharing a zone set it, e.g. 1m.
-    #[arg(long, default_value = "0", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
+    /// How often the Lease holder rewrites this owner id's heartbeat record
+    /// (_gateway-dns.OWNER.ZONE) in each zone, so that `gateway-dns zone release` can tell it is
+    /// alive and a second installation with this owner id is found; 0 writes none. The embedded
+    /// DNS server writes none: its zones are one installation's own.
+    #[arg(long, default_value = "1m", value_parser = parse_duration, env = "GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL", help_heading = DNS)]
     pub owner_heartbeat_interval: std::time::Duration,
     /// Take over a name this cluster's routes want from an owner whose last heartbeat in the
     /// zone is older than this (its installation is gone), with a Normal Event on the route.

@@ -552,12 +552,14 @@ async fn build_syncer(
         });
     }
     // Heartbeats, for `zone release` to tell this installation from a dead one: written by the
-    // Lease holder (the write gate's leader) through providers that replace an RRset whole.
-    // While another installation writes with this owner id, no DNS write.
+    // Lease holder (the write gate's leader) through every outside provider; the embedded
+    // server's zones are this installation's alone. While another installation writes with this
+    // owner id, no DNS write. --dry-run writes nothing, heartbeats included.
     let mut writes_allowed: Option<watch::Receiver<bool>> = None;
     if !args.once
+        && !args.dry_run
         && !args.owner_heartbeat_interval.is_zero()
-        && matches!(args.provider, ProviderKind::Rfc2136 | ProviderKind::Pdns)
+        && !matches!(args.provider, ProviderKind::Embedded)
     {
         let instance = format!("{:016x}", fastrand::u64(..));
         let (provider, owner) = (provider.clone(), args.provider_flags.txt_owner_id.clone());

@@ -1,6 +1,6 @@
 //! The heartbeat writer: while this replica holds the Lease, it rewrites this owner id's
-//! heartbeat record in every managed zone every `--owner-heartbeat-interval` (one small UPDATE
-//! per zone), so that `gateway-dns zone release` can tell this installation from a dead one
+//! heartbeat record in every managed zone every `--owner-heartbeat-interval` (one small write
+//! per zone: a create where the listing has none yet, else an update), so that `gateway-dns zone release` can tell this installation from a dead one
 //! (`dns::registry::heartbeat`, docs/multi-cluster.md).
 //!
 //! It also finds a second installation configured with the same owner id: before each write it
@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::dns::Provider;
 use crate::dns::registry::heartbeat;
-use crate::dns::{Changes, Provider};
 use crate::metrics::Metrics;
 
 /// Foreign writes in a row that make a conflict.
@@ -77,56 +77,71 @@ pub async fn run(
     metrics.set_owner_id_conflict(false);
     loop {
         tick.tick().await;
-        if !leader.as_mut().is_none_or(|l| *l.borrow_and_update()) {
+        if let Some(lease) = leader.as_mut()
+            && !*lease.borrow_and_update()
+        {
             seen.forget();
             if !writes_allowed.send_replace(true) {
                 metrics.set_owner_id_conflict(false);
             }
-            continue;
-        }
-        // The read goes through the provider's listing cache: one SOA query per zone when
-        // nothing changed.
-        match provider.records().await {
-            Ok(listed) => {
-                let ours: Vec<heartbeat::Heartbeat> = heartbeat::latest_of(&listed, &owner);
-                let now_conflicting = seen.observe(&instance, &ours);
-                let was = !writes_allowed.send_replace(!now_conflicting);
-                if now_conflicting != was {
-                    metrics.set_owner_id_conflict(now_conflicting);
-                    if now_conflicting {
-                        let others: Vec<&str> = ours
-                            .iter()
-                            .filter(|b| b.instance != instance)
-                            .map(|b| b.instance.as_str())
-                            .collect();
-                        tracing::error!(
-                            owner = %owner,
-                            instance = %instance,
-                            ?others,
-                            "another installation writes with this --txt-owner-id: DNS writes \
-                             stop until one of them is given another owner id"
-                        );
-                    } else {
-                        tracing::info!(owner = %owner, "no other installation writes with this owner id any more: DNS writes resume");
-                    }
+            // A new holder beats as soon as it holds the Lease, not an interval later: until
+            // then `zone release` may take the installation for dead.
+            loop {
+                if lease.changed().await.is_err() {
+                    // No election any more (the process is ending): nothing to wait for.
+                    std::future::pending::<()>().await;
+                }
+                if *lease.borrow_and_update() {
+                    break;
                 }
             }
+            tick.reset();
+        }
+        // The read goes through the provider's listing cache: one SOA query per zone when
+        // nothing changed. It also says, per zone, whether the heartbeat is created or updated.
+        let listed = match provider.records().await {
+            Ok(listed) => listed,
             Err(error) => {
-                tracing::warn!(%error, "reading the heartbeat back failed");
+                // Without the listing neither the conflict nor create-or-update can be told;
+                // a few missed beats are far inside any --dead-after.
+                tracing::warn!(%error, "reading the heartbeat back failed; the next interval tries again");
+                continue;
+            }
+        };
+        let ours: Vec<heartbeat::Heartbeat> = heartbeat::latest_of(&listed, &owner);
+        let now_conflicting = seen.observe(&instance, &ours);
+        let was = !writes_allowed.send_replace(!now_conflicting);
+        if now_conflicting != was {
+            metrics.set_owner_id_conflict(now_conflicting);
+            if now_conflicting {
+                let others: Vec<&str> = ours
+                    .iter()
+                    .filter(|b| b.instance != instance)
+                    .map(|b| b.instance.as_str())
+                    .collect();
+                tracing::error!(
+                    owner = %owner,
+                    instance = %instance,
+                    ?others,
+                    "another installation writes with this --txt-owner-id: DNS writes \
+                     stop until one of them is given another owner id"
+                );
+            } else {
+                tracing::info!(owner = %owner, "no other installation writes with this owner id any more: DNS writes resume");
             }
         }
+        // The Lease may have gone while the listing was read: only its holder writes.
+        if leader.as_ref().is_some_and(|lease| !*lease.borrow()) {
+            continue;
+        }
         let time = now();
-        let changes = Changes {
-            update: provider
-                .zones()
-                .iter()
-                .map(|zone| heartbeat::record(&owner, &instance, time, zone))
-                .collect(),
-            ..Changes::default()
-        };
+        let changes = heartbeat::changes(&listed, &owner, &instance, time, provider.zones());
         match provider.apply(&changes).await {
             Ok(()) => seen.written(time),
             Err(error) => {
+                // A create that raced another writer's (or a stale listing) fails here; the
+                // next interval lists again and updates.
+                provider.invalidate_cache();
                 tracing::warn!(%error, "writing the heartbeat record failed; the next interval tries again")
             }
         }

@@ -126,6 +126,8 @@ fn replica_with(
         KEY_NAME,
         "--interval",
         "2s",
+        // These tests count UPDATEs by BIND's serial; the new holder's heartbeat would be one.
+        "--owner-heartbeat-interval=0",
     ];
     args.extend_from_slice(extra);
     Serve::start_with_env(

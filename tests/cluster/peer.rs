@@ -131,7 +131,16 @@ fn external_dns_and_gateway_dns_publish_the_seed_story_side_by_side() {
             })
             .collect()
     };
-    let ours_records = normalise(published(&ours), "gateway-dns");
+    // gateway-dns's heartbeat is the one record external-dns has no counterpart of.
+    let (beats, ours_published): (Vec<Rr>, Vec<Rr>) = published(&ours)
+        .into_iter()
+        .partition(|rr| rr.name == "_gateway-dns.gateway-dns.example.com");
+    assert_eq!(beats.len(), 1, "{beats:?}");
+    assert!(
+        beats[0].rtype == "TXT" && beats[0].data.contains("owner=gateway-dns"),
+        "{beats:?}"
+    );
+    let ours_records = normalise(ours_published, "gateway-dns");
     let theirs_records = normalise(published(&theirs), "external-dns");
     assert_eq!(ours_records, theirs_records);
     assert!(
@@ -212,13 +221,20 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     writes_nothing_once_ready(&runtime, &bind, &serve, serial_before);
     follows_the_cluster(&cluster, &bind, &serve);
     assert!(ownership(&bind, "a-gone.example.com").is_empty());
+    drop(serve);
+    let last_beat = heartbeat(&bind, "shared");
+    assert!(
+        last_beat
+            .first()
+            .is_some_and(|v| v.starts_with("gateway-dns-heartbeat;")),
+        "{last_beat:?}"
+    );
     assert_eq!(
         ownership(&bind, "a-keep.example.com"),
         [
             "heritage=external-dns,external-dns/owner=shared,external-dns/resource=httproute/apps/keep"
         ]
     );
-    drop(serve);
 
     // And back: external-dns owns what gateway-dns wrote.
     apply_route(&cluster, "back", "back.example.com");
@@ -236,6 +252,9 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     });
     assert!(ownership(&bind, "a-keep.example.com").is_empty());
     peer.wait_synced(LIMIT);
+    // external-dns, with the same owner id, leaves gateway-dns's heartbeat alone: it is no
+    // ownership record.
+    assert_eq!(heartbeat(&bind, "shared"), last_beat);
 
     // The other owner's records stayed as they were throughout.
     assert_eq!(
@@ -251,8 +270,14 @@ fn ownership_carries_over_from_external_dns_to_gateway_dns_and_back() {
     peer.assert_running();
 }
 
+/// The heartbeat record of owner `owner` in `bind`'s zone.
+fn heartbeat(bind: &Bind, owner: &str) -> Vec<String> {
+    answer(bind, &format!("_gateway-dns.{owner}.{}", bind.zone), "TXT").data("TXT")
+}
+
 /// gateway-dns, started over the records external-dns wrote with the same owner id, takes them
-/// over as they are: once ready, its passes leave the zone's serial where it was.
+/// over as they are: once ready, the only UPDATE it sent is its heartbeat's (BIND's serial
+/// moves one step per UPDATE), so no record was rewritten.
 fn writes_nothing_once_ready(
     runtime: &tokio::runtime::Runtime,
     bind: &Bind,
@@ -260,10 +285,19 @@ fn writes_nothing_once_ready(
     serial_before: Option<u32>,
 ) {
     runtime.block_on(serve.wait_ready(LIMIT));
+    let start = Instant::now();
+    while heartbeat(bind, "shared").is_empty() {
+        assert!(
+            start.elapsed() < LIMIT,
+            "no heartbeat written:\n{}",
+            serve.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         answer(bind, "example.com", "SOA").soa_serial(),
-        serial_before,
+        serial_before.map(|serial| serial + 1),
         "gateway-dns rewrote records external-dns had written with its owner id:\n{}",
         serve.log_tail()
     );
@@ -385,6 +419,128 @@ fn gateway_dns_writes_through_external_dns_webhook_provider_into_bind() {
         ]
     );
     serve.assert_running();
+}
+
+/// Heartbeats through an external-dns webhook provider, whose protocol updates a record only by
+/// naming the old one: the first is a create (no heartbeat of this owner listed yet), the later
+/// ones replace the old value with the new, and each is read back through the protocol, by the
+/// writer itself and by `zone owners --provider webhook`; `zone release --provider webhook`
+/// refuses the live owner and releases it once it is dead.
+#[test]
+fn heartbeats_go_through_an_external_dns_webhook_provider_and_read_back() {
+    let cluster = ControlPlane::start();
+    let bind = Bind::start("example.com", "");
+    let hook = WebhookRfc2136::start(&bind);
+    cluster.apply(&public_gateway(), &[]).ok();
+    cluster.gateway_address("infra/public", &["203.0.113.10"]);
+    cluster.apply(&route("keep", "keep.example.com"), &[]).ok();
+    cluster.install_gateway_dns_rbac();
+    let kubeconfig = cluster.service_account_kubeconfig("gateway-dns", "gateway-dns", None);
+    let url = hook.url();
+    let args = [
+        "--provider",
+        "webhook",
+        "--webhook-provider-url",
+        &url,
+        "--zone",
+        "example.com",
+        "--txt-owner-id",
+        "east",
+        "--owner-heartbeat-interval",
+        "1s",
+    ];
+    let mut serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let log = || format!("{}\nwebhook-rfc2136:\n{}", serve.log_tail(), hook.log());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(serve.wait_ready(LIMIT));
+    wait_a(
+        &bind,
+        "keep.example.com",
+        &["203.0.113.10"],
+        "gateway-dns",
+        &log,
+    );
+
+    let start = Instant::now();
+    let first = loop {
+        let beat = heartbeat(&bind, "east");
+        if !beat.is_empty() {
+            break beat;
+        }
+        assert!(start.elapsed() < LIMIT, "no heartbeat created:\n{}", log());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(
+        first[0].starts_with("gateway-dns-heartbeat;") && first[0].ends_with(";owner=east"),
+        "{first:?}"
+    );
+    // Updated: the old value replaced by a later one, never a second value beside it.
+    let start = Instant::now();
+    loop {
+        let beat = heartbeat(&bind, "east");
+        assert!(beat.len() <= 1, "{beat:?}");
+        if !beat.is_empty() && beat != first {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the heartbeat is never updated:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let zone = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+            .arg("zone")
+            .args(args)
+            .args(["--provider", "webhook", "--webhook-provider-url", &url])
+            .args(["--zone", "example.com"])
+            .output()
+            .unwrap()
+    };
+    let owners = zone(&["owners", "--output", "json"]);
+    assert!(owners.status.success(), "{owners:?}");
+    let owners: serde_json::Value = serde_json::from_slice(&owners.stdout).unwrap();
+    let east = owners["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["owner"] == "east")
+        .unwrap_or_else(|| panic!("{owners:#}"));
+    assert!(
+        east["heartbeat"]["ageSeconds"]
+            .as_i64()
+            .is_some_and(|age| age < 5),
+        "{owners:#}"
+    );
+    assert_eq!(east["names"], json!(["keep.example.com"]), "{owners:#}");
+    // The writer reads its own heartbeats back: one instance, no conflict.
+    let text = serve.log_tail();
+    assert!(!text.contains("heartbeat record failed"), "{}", log());
+    assert!(!text.contains("another installation"), "{}", log());
+    assert_eq!(
+        runtime.block_on(serve.metric("gateway_dns_owner_id_conflict")),
+        Some(0.0)
+    );
+    serve.assert_running();
+
+    // Alive: refused. Dead (its heartbeat older than --dead-after): its name released.
+    let release = ["release", "--owner", "east", "--dead-after", "3s"];
+    let refused = zone(&release);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    serve.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    let released = zone(&release);
+    assert!(released.status.success(), "{released:?}\n{}", hook.log());
+    assert!(
+        String::from_utf8_lossy(&released.stdout).contains("released 1 names of owner \"east\""),
+        "{released:?}"
+    );
+    wait_a(&bind, "keep.example.com", &[], "zone release", &|| {
+        hook.log()
+    });
+    assert!(ownership(&bind, "a-keep.example.com").is_empty());
 }
 
 fn endpoint(name: &str, target: &str) -> serde_json::Value {
@@ -536,13 +692,44 @@ fn data_records(bind: &Bind) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The DNSEndpoint objects in namespace `gateway-dns`, as the API serves them (sorted by name).
+/// The DNSEndpoint objects in namespace `gateway-dns`, as the API serves them (sorted by name),
+/// but for heartbeats ([`heartbeat_object`]).
 fn dnsendpoints(cluster: &ControlPlane) -> Vec<serde_json::Value> {
     let listed = cluster
         .kubectl(&["get", "dnsendpoints", "-n", "gateway-dns", "-o", "json"])
         .ok();
     let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
-    listed["items"].as_array().cloned().unwrap_or_default()
+    let mut items = listed["items"].as_array().cloned().unwrap_or_default();
+    items.retain(|o| {
+        !o["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("gateway-dns-heartbeat."))
+    });
+    items
+}
+
+/// The heartbeat object of owner `owner` for zone example.com in namespace `gateway-dns`.
+fn heartbeat_object(cluster: &ControlPlane, owner: &str) -> Option<serde_json::Value> {
+    let name = format!("gateway-dns-heartbeat.{owner}.example.com");
+    let got = cluster.kubectl(&[
+        "get",
+        "dnsendpoint",
+        &name,
+        "-n",
+        "gateway-dns",
+        "-o",
+        "json",
+    ]);
+    got.success
+        .then(|| serde_json::from_str(&got.stdout).unwrap())
+}
+
+/// The one heartbeat value a heartbeat object holds.
+fn heartbeat_value(object: &serde_json::Value) -> String {
+    let endpoints = object["spec"]["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints.len(), 1, "{object:#}");
+    assert_eq!(endpoints[0]["recordType"], "TXT", "{object:#}");
+    endpoints[0]["targets"][0].as_str().unwrap().to_owned()
 }
 
 /// Polls until `bind` holds exactly `expected` data records.
@@ -606,8 +793,11 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
         "gateway-dns",
         "--interval",
         "2s",
+        // Often enough to see the heartbeat object updated, not only created.
+        "--owner-heartbeat-interval",
+        "2s",
     ];
-    let serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
+    let mut serve = Serve::start_with_env(&kubeconfig, "gateway-dns", &args, &[]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(serve.wait_ready(LIMIT));
     cluster.register_webhook(&serve.url(), &serve.ca_file());
@@ -667,6 +857,74 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
         ]
     );
 
+    // The heartbeat is an object of its own, with the owner's labels, rewritten every interval;
+    // external-dns (which manages no TXT records here) publishes nothing of it.
+    let beat = heartbeat_object(&cluster, "gateway-dns").expect("the heartbeat object");
+    assert_eq!(
+        beat["metadata"]["labels"],
+        json!({"app.kubernetes.io/managed-by": "gateway-dns", "gateway-dns.io/owner": "gateway-dns"})
+    );
+    assert_eq!(
+        beat["spec"]["endpoints"][0]["dnsName"],
+        "_gateway-dns.gateway-dns.example.com"
+    );
+    let first = heartbeat_value(&beat);
+    assert!(first.starts_with("gateway-dns-heartbeat;"), "{first}");
+    let start = Instant::now();
+    while heartbeat_object(&cluster, "gateway-dns").map(|o| heartbeat_value(&o))
+        == Some(first.clone())
+    {
+        assert!(
+            start.elapsed() < LIMIT,
+            "the heartbeat is never updated:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        answer(&bind, "_gateway-dns.gateway-dns.example.com", "TXT")
+            .data("TXT")
+            .is_empty()
+    );
+    // `zone owners` reads it back from the objects, with the names the owner's objects hold.
+    let owners = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args([
+            "zone",
+            "owners",
+            "--provider",
+            "dnsendpoint",
+            "--dnsendpoint-namespace",
+            "gateway-dns",
+            "--zone",
+            "example.com",
+            "--txt-owner-id",
+            "gateway-dns",
+            "--output",
+            "json",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert!(owners.status.success(), "{owners:?}");
+    let owners: serde_json::Value = serde_json::from_slice(&owners.stdout).unwrap();
+    assert_eq!(owners["owners"][0]["owner"], "gateway-dns", "{owners:#}");
+    assert_eq!(
+        owners["owners"][0]["names"],
+        json!(["api.example.com", "app.example.com"]),
+        "{owners:#}"
+    );
+    assert!(
+        owners["owners"][0]["heartbeat"]["ageSeconds"]
+            .as_i64()
+            .is_some_and(|age| age < 10),
+        "{owners:#}"
+    );
+    assert!(
+        !serve.log_tail().contains("heartbeat record failed"),
+        "{}",
+        log()
+    );
+
     // The winner goes: the name moves to the rival's Gateway; a name nobody claims any more
     // loses its object and its record.
     cluster
@@ -701,6 +959,43 @@ fn gateway_dns_governs_external_dns_through_dnsendpoint_objects() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(dnsendpoints(&cluster).len(), 2, "{}", log());
     serve.assert_running();
+
+    // Once gateway-dns is gone, `zone release` removes its objects, and only those.
+    serve.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    let released = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args([
+            "zone",
+            "release",
+            "--owner",
+            "gateway-dns",
+            "--dead-after",
+            "3s",
+        ])
+        .args([
+            "--provider",
+            "dnsendpoint",
+            "--dnsendpoint-namespace",
+            "gateway-dns",
+        ])
+        .args(["--zone", "example.com", "--txt-owner-id", "gateway-dns"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert!(released.status.success(), "{released:?}");
+    let names: Vec<String> = dnsendpoints(&cluster)
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(names, ["stranger"], "{released:?}");
+    wait_records(
+        &bind,
+        &[
+            ("foreign.example.com", "A", "192.0.2.1"),
+            ("stranger.example.com", "A", "192.0.2.9"),
+        ],
+        &|| peer.log_tail(),
+    );
     peer.assert_running();
 }
 

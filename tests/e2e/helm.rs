@@ -545,12 +545,35 @@ fn effects() -> Vec<Effect> {
                     && o.at("NetworkPolicy", "gateway-dns", "/spec/ingress")
                         .as_array()
                         .is_some_and(|rules| rules.iter().any(|r| r["ports"][0]["port"] == "zone-notify"))
+                    && o.at("Service", "gateway-dns-notify", "/spec/type") == "ClusterIP"
+            },
+        },
+        Effect {
+            value: "dns.zoneView.notifyService.type",
+            args: [
+                RFC2136.as_slice(),
+                &[
+                    "--set",
+                    "dns.zoneView.notifyPort=5300",
+                    "--set",
+                    "dns.zoneView.notifyService.type=NodePort",
+                ],
+            ]
+            .concat(),
+            check: |o| {
+                o.at("Service", "gateway-dns-notify", "/spec/type") == "NodePort"
+                    && o.at("Service", "gateway-dns-notify", "/spec/externalTrafficPolicy")
+                        == "Local"
+                    && o.at("Service", "gateway-dns-notify", "/spec/ports/0")
+                        == serde_json::json!({"name": "zone-notify", "port": 5300, "targetPort": "zone-notify", "protocol": "UDP"})
+                    && o.at("Service", "gateway-dns-notify", "/spec/selector")
+                        == o.deployment("/spec/selector/matchLabels")
             },
         },
         Effect {
             value: "dns.ownerHeartbeatInterval",
-            args: [RFC2136.as_slice(), &["--set", "dns.ownerHeartbeatInterval=1m"]].concat(),
-            check: |o| o.env("GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL").as_deref() == Some("1m"),
+            args: [WEBHOOK_SIDECAR.as_slice(), &["--set-string", "dns.ownerHeartbeatInterval=0"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL").as_deref() == Some("0"),
         },
         Effect {
             value: "dns.provider",

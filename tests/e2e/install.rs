@@ -1750,6 +1750,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 13] = [
             "--events",
             "--gateway-label-filter",
             "--gateway-listener-sets",
+            "--managed-record-types",
             "--min-event-sync-interval",
             "--pdns-api-key",
             "--registry",

@@ -16,6 +16,12 @@
 //! `gateway-dns.io/resource`. The sync loop's ownership TXT records are not written as objects:
 //! they are read back from the labels, and external-dns's own TXT registry guards the records in
 //! DNS. Objects are written by server-side apply with field manager `gateway-dns`.
+//!
+//! **Heartbeats** (`dns::registry::heartbeat`) are objects of their own, with the same labels and
+//! one TXT endpoint, listed back as they are (no ownership record stands for them), so that
+//! `gateway-dns zone owners` and the check for a second installation with this owner id read
+//! them as they read a zone. external-dns leaves them out of DNS unless its
+//! `--managed-record-types` has TXT.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -27,7 +33,7 @@ use kube::api::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::dns::registry::{Covers, TxtRegistry, Value};
+use crate::dns::registry::{Covers, TxtRegistry, Value, heartbeat};
 use crate::dns::{Changes, Endpoint, Provider, Targets, in_zone};
 use crate::model::RecordType;
 use crate::model::dns_name::canonical;
@@ -198,6 +204,11 @@ impl DnsEndpointProvider {
         for (name, entry) in &entries {
             for (record_type, endpoint) in &entry.records {
                 endpoints.push(endpoint.clone());
+                // The only TXT records written as objects are heartbeats, which no ownership
+                // record covers.
+                if *record_type == RecordType::TXT {
+                    continue;
+                }
                 // The ownership the labels stand for, as the sync loop's registry reads it.
                 endpoints.push(Endpoint {
                     dns_name: self.registry.txt_name(name, *record_type),
@@ -230,7 +241,13 @@ impl DnsEndpointProvider {
             }
         }
         for endpoint in changes.update.iter().chain(&changes.create) {
-            if endpoint.record_type == RecordType::TXT {
+            if endpoint.record_type == RecordType::TXT && heartbeat::is_name(&endpoint.dns_name) {
+                after
+                    .entry(endpoint.dns_name.clone())
+                    .or_default()
+                    .records
+                    .insert(RecordType::TXT, endpoint.clone());
+            } else if endpoint.record_type == RecordType::TXT {
                 // An ownership record: the route it names becomes the object's resource.
                 let Covers::Record(registry_name, _) = self.registry.covered_by(&endpoint.dns_name)
                 else {
@@ -351,13 +368,18 @@ impl Provider for DnsEndpointProvider {
     }
 }
 
-/// The object holding `dns_name`: `gateway-dns.<name>`, or `gateway-dns-wildcard.<rest>` for
-/// `*.<rest>` (object names are DNS subdomains, without `*`); a name too long for that gets a
-/// hash of it instead.
+/// The object holding `dns_name`: `gateway-dns.<name>`, `gateway-dns-wildcard.<rest>` for
+/// `*.<rest>`, or `gateway-dns-heartbeat.<rest>` for the heartbeat `_gateway-dns.<rest>` (object
+/// names are DNS subdomains, without `*` or `_`); a name too long for that gets a hash of it
+/// instead.
 pub fn object_name(dns_name: &str) -> String {
-    let name = match dns_name.strip_prefix("*.") {
-        Some(rest) => format!("gateway-dns-wildcard.{rest}"),
-        None => format!("gateway-dns.{dns_name}"),
+    let heartbeat = dns_name
+        .strip_prefix(heartbeat::LABEL)
+        .and_then(|rest| rest.strip_prefix('.'));
+    let name = match (dns_name.strip_prefix("*."), heartbeat) {
+        (Some(rest), _) => format!("gateway-dns-wildcard.{rest}"),
+        (None, Some(rest)) => format!("gateway-dns-heartbeat.{rest}"),
+        (None, None) => format!("gateway-dns.{dns_name}"),
     };
     if name.len() <= 253 && name.split('.').all(|label| label.len() <= 63) {
         return name;
@@ -412,6 +434,10 @@ mod tests {
             "{hashed}"
         );
         assert_ne!(hashed, object_name(&format!("b{long}")));
+        assert_eq!(
+            object_name("_gateway-dns.east.example.com"),
+            "gateway-dns-heartbeat.east.example.com"
+        );
     }
 
     #[test]

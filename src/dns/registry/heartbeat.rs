@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::dns::Endpoint;
+use crate::dns::{Changes, Endpoint};
 use crate::model::RecordType;
 
 /// The first label of every heartbeat name.
@@ -62,6 +62,40 @@ pub fn record(owner: &str, instance: &str, time: i64, zone: &str) -> Endpoint {
     .with_ttl(60)
 }
 
+/// The change that writes `owner`'s heartbeat in every zone of `zones`, after `listing` (the
+/// zones as last listed): an update where the listing holds this owner's heartbeat record, a
+/// create where it does not. A create rather than an update of nothing, because providers that
+/// name the record an update replaces (external-dns's webhook protocol: `updateOld`) can only
+/// update what they listed.
+pub fn changes(
+    listing: &[Endpoint],
+    owner: &str,
+    instance: &str,
+    time: i64,
+    zones: &[String],
+) -> Changes {
+    let mut changes = Changes::default();
+    for zone in zones {
+        let beat = record(owner, instance, time, zone);
+        let listed = listing
+            .iter()
+            .any(|r| r.record_type == RecordType::TXT && r.dns_name == beat.dns_name);
+        if listed {
+            changes.update.push(beat);
+        } else {
+            changes.create.push(beat);
+        }
+    }
+    changes
+}
+
+/// True when `dns_name` is a heartbeat record's name.
+pub fn is_name(dns_name: &str) -> bool {
+    dns_name
+        .strip_prefix(LABEL)
+        .is_some_and(|rest| rest.starts_with('.'))
+}
+
 /// A heartbeat value, when `value` is one.
 pub fn parse(value: &str) -> Option<Heartbeat> {
     let rest = value.strip_prefix(MARK)?.strip_prefix(";time=")?;
@@ -78,7 +112,7 @@ pub fn parse(value: &str) -> Option<Heartbeat> {
 fn all(listing: &[Endpoint]) -> impl Iterator<Item = Heartbeat> + '_ {
     listing
         .iter()
-        .filter(|r| r.record_type == RecordType::TXT && r.dns_name.starts_with(LABEL))
+        .filter(|r| r.record_type == RecordType::TXT && is_name(&r.dns_name))
         .flat_map(|r| r.targets.iter().filter_map(|v| parse(v)))
 }
 
@@ -165,5 +199,35 @@ mod tests {
         assert_eq!(latest["east"].instance, "b");
         assert_eq!(latest["west"].time, 150);
         assert_eq!(latest.len(), 2);
+    }
+
+    #[test]
+    fn a_zone_without_this_owners_heartbeat_gets_a_create_the_others_an_update() {
+        let zones = vec!["example.com".to_owned(), "example.org".to_owned()];
+        let listing = vec![
+            record("east", "old", 100, "example.com"),
+            // Another owner's heartbeat in example.org is not this owner's.
+            record("west", "w", 100, "example.org"),
+            Endpoint::new(
+                "a-b.example.org",
+                RecordType::TXT,
+                ["heritage=external-dns"],
+            ),
+        ];
+        let changes = changes(&listing, "east", "new", 200, &zones);
+        assert_eq!(changes.update, [record("east", "new", 200, "example.com")]);
+        assert_eq!(changes.create, [record("east", "new", 200, "example.org")]);
+        assert!(changes.delete.is_empty());
+        // Nothing listed yet: a create in every zone.
+        let first = super::changes(&[], "east", "new", 200, &zones);
+        assert_eq!(first.create.len(), 2);
+        assert!(first.update.is_empty());
+    }
+
+    #[test]
+    fn heartbeat_names_start_with_the_whole_label() {
+        assert!(is_name("_gateway-dns.east.example.com"));
+        assert!(!is_name("_gateway-dnsx.east.example.com"));
+        assert!(!is_name("a-_gateway-dns.example.com"));
     }
 }
