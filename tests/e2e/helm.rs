@@ -576,6 +576,11 @@ fn effects() -> Vec<Effect> {
             check: |o| o.env("GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL").as_deref() == Some("0"),
         },
         Effect {
+            value: "dns.adoptAfter",
+            args: [RFC2136.as_slice(), &["--set", "dns.adoptAfter=10m"]].concat(),
+            check: |o| o.env("GATEWAY_DNS_ADOPT_AFTER").as_deref() == Some("10m"),
+        },
+        Effect {
             value: "dns.provider",
             args: vec!["--set", "dns.provider=dnsendpoint"],
             check: |o| {
