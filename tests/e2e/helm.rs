@@ -576,6 +576,14 @@ fn effects() -> Vec<Effect> {
             check: |o| o.env("GATEWAY_DNS_OWNER_HEARTBEAT_INTERVAL").as_deref() == Some("0"),
         },
         Effect {
+            value: "sharedNames",
+            args: vec!["--set", "sharedNames={www.example.com,*.global.example.com}"],
+            check: |o| {
+                o.env("GATEWAY_DNS_SHARED_NAME").as_deref()
+                    == Some("www.example.com,*.global.example.com")
+            },
+        },
+        Effect {
             value: "dns.adoptAfter",
             args: [RFC2136.as_slice(), &["--set", "dns.adoptAfter=10m"]].concat(),
             check: |o| o.env("GATEWAY_DNS_ADOPT_AFTER").as_deref() == Some("10m"),
