@@ -565,6 +565,11 @@ async fn build_syncer(
         let (provider, owner) = (provider.clone(), args.provider_flags.txt_owner_id.clone());
         let (interval, leader) = (args.owner_heartbeat_interval, leader.clone());
         let (allowed, allowed_rx) = watch::channel(true);
+        if let Some((client, _)) = &source.cluster
+            && args.leader_election
+        {
+            spawn_conflict_events(args, client.clone(), allowed_rx.clone(), process);
+        }
         writes_allowed = Some(allowed_rx);
         let metrics = process.metrics.clone();
         process.tasks.spawn(async move {
@@ -668,6 +673,42 @@ fn applied_records(changes: &Changes) -> Vec<AppliedRecord> {
         }
     }));
     records
+}
+
+/// A Warning Event on the Lease each time another installation is found writing DNS with this
+/// owner id, so that `kubectl get events -n NAMESPACE` says why nothing is written.
+fn spawn_conflict_events(
+    args: &ServeArgs,
+    client: ::kube::Client,
+    mut allowed: watch::Receiver<bool>,
+    process: &mut Process,
+) {
+    let namespace = args.leader_election_namespace.clone();
+    let lease = args.lease_name.clone();
+    let owner = args.provider_flags.txt_owner_id.clone();
+    process.tasks.spawn(async move {
+        while allowed.changed().await.is_ok() {
+            if *allowed.borrow_and_update() {
+                continue;
+            }
+            let note = format!(
+                "another installation writes DNS with --txt-owner-id {owner:?}: neither writes \
+                 until one of them is given another owner id"
+            );
+            if let Err(error) = crate::feedback::cluster::warn_on_lease(
+                &client,
+                (&namespace, &lease),
+                &pod_identity(),
+                crate::feedback::cluster::OWNER_ID_CONFLICT,
+                &note,
+            )
+            .await
+            {
+                tracing::warn!(%error, "could not write the owner id conflict's Event");
+            }
+        }
+        Ok(())
+    });
 }
 
 /// This replica's name: the Lease holder identity and the Events' `reportingInstance`.

@@ -19,9 +19,9 @@ use tracing::{debug, info, warn};
 
 use super::limit::{Limits, Occurrence, RateLimiter, SERIES_WINDOW, SeriesCache};
 use super::{
-    AppliedRecord, CONTROLLER, EventIntent, ObjectRef, POLICY, RecordRoutes, ReportContent,
-    Summary, events_for, record_events, recovery_events, remember_routes, report_changes,
-    reports_for,
+    AppliedRecord, CONTROLLER, EventIntent, EventType, ObjectRef, POLICY, RecordRoutes,
+    ReportContent, Summary, events_for, record_events, recovery_events, remember_routes,
+    report_changes, reports_for,
 };
 use crate::engine::{Config, Finding, Outcome};
 use crate::model::ObjectKind;
@@ -433,6 +433,54 @@ pub fn policy_report_resource() -> ApiResource {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
+/// `reason` of the Warning Event on serve's Lease while another installation writes DNS with
+/// this owner id.
+pub const OWNER_ID_CONFLICT: &str = "OwnerIdConflict";
+
+/// A Warning Event on serve's Lease (`namespace`/`lease`): what concerns the installation as a
+/// whole rather than one route, such as a second installation writing with its owner id.
+/// Nothing is written when the Lease is not there (no leader election).
+pub async fn warn_on_lease(
+    client: &kube::Client,
+    (namespace, lease): (&str, &str),
+    instance: &str,
+    reason: &str,
+    note: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let Some(found) = leases.get_metadata_opt(lease).await? else {
+        return Ok(());
+    };
+    let now = Timestamp::now();
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{lease}.{:x}", now.as_nanosecond())),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some("WriteDNS".to_owned()),
+        reason: Some(reason.to_owned()),
+        note: Some(truncate(note, NOTE_LIMIT).to_owned()),
+        type_: Some(EventType::Warning.as_str().to_owned()),
+        regarding: Some(ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".to_owned()),
+            kind: Some("Lease".to_owned()),
+            namespace: Some(namespace.to_owned()),
+            name: Some(lease.to_owned()),
+            uid: found.metadata.uid,
+            ..ObjectReference::default()
+        }),
+        reporting_controller: Some(CONTROLLER.to_owned()),
+        reporting_instance: Some(instance.to_owned()),
+        ..Event::default()
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    events.create(&PostParams::default(), &event).await?;
+    Ok(())
+}
+
 fn truncate(text: &str, limit: usize) -> &str {
     if text.len() <= limit {
         return text;

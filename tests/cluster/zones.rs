@@ -683,6 +683,35 @@ async fn two_installations_with_one_owner_id_find_each_other_and_stop_writing() 
             serve.log_tail()
         );
     }
+    // A Warning Event on each installation's Lease says why nothing is written.
+    for cluster in [&east, &_west] {
+        let start = Instant::now();
+        loop {
+            let json = tokio::task::block_in_place(|| {
+                cluster
+                    .kubectl(&[
+                        "get",
+                        "events.events.k8s.io",
+                        "-n",
+                        "gateway-dns",
+                        "-o",
+                        "json",
+                    ])
+                    .ok()
+            });
+            let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let found = list["items"].as_array().into_iter().flatten().any(|e| {
+                e["reason"] == "OwnerIdConflict"
+                    && e["type"] == "Warning"
+                    && e["regarding"]["kind"] == "Lease"
+            });
+            if found {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "{list:#}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
     // East's new route is admitted, but nothing is written while the conflict lasts.
     tokio::task::block_in_place(|| east.apply(&route("c1", "c.example.com"), &[]).ok());
     tokio::time::sleep(Duration::from_secs(5)).await;
