@@ -18,7 +18,7 @@ use crate::engine::Outcome;
 use crate::engine::Record;
 use crate::engine::explain::{explain_name, explain_route, parse_name};
 use crate::engine::explain_text::{
-    Explained, Held, HeldRecord, SecondaryHeld, SecondaryRecord, to_json, to_text,
+    Explained, Held, HeldHeartbeat, HeldRecord, SecondaryHeld, SecondaryRecord, to_json, to_text,
 };
 use crate::engine::health::{FAILING_TARGETS_ANNOTATION, TargetHealth};
 use crate::engine::zone::ZoneView;
@@ -373,14 +373,36 @@ fn held(args: &ExplainArgs, listing: Listing, explained: &Explained) -> Result<H
             .is_some_and(|o| o.owner == registry.owner_id)
     };
     let comparable: Vec<&&Endpoint> = held.iter().filter(ours).collect();
+    // The owners of a shared name's record: every value at its ownership name is shared.
+    let shared_by = |e: &Endpoint| -> Vec<String> {
+        let Some(txt_name) = owners.owning_txt(&e.dns_name, e.record_type) else {
+            return Vec::new();
+        };
+        let values = owners.registry_values(txt_name);
+        if values.is_empty() || values.iter().any(|(_, l)| l.shared.is_none()) {
+            return Vec::new();
+        }
+        let mut by: Vec<String> = values.iter().map(|(_, l)| l.owner.to_string()).collect();
+        by.sort();
+        by.dedup();
+        by
+    };
+    // Of a shared name, ours is in sync when our targets are among the name's.
     let in_sync = wanted.len() == comparable.len()
         && wanted.iter().all(|w| {
             comparable.iter().any(|h| {
+                let targets = if shared_by(h).is_empty() {
+                    h.targets == w.targets
+                } else {
+                    w.targets.iter().all(|t| h.targets.contains(t))
+                };
                 h.key() == w.key()
-                    && h.targets == w.targets
+                    && targets
                     && w.ttl.is_none_or(|ttl| h.ttl.unwrap_or(DEFAULT_TTL) == ttl)
             })
         });
+    let beats = crate::dns::registry::heartbeat::latest(&listed);
+    let now = crate::dns::registry::heartbeat::unix_now();
     let mut records: Vec<HeldRecord> = held
         .into_iter()
         .map(|e| {
@@ -392,6 +414,14 @@ fn held(args: &ExplainArgs, listing: Listing, explained: &Explained) -> Result<H
                 ttl: e.ttl,
                 owner: owner.map(|o| o.owner.to_owned()),
                 resource: owner.and_then(|o| o.resource.map(str::to_owned)),
+                heartbeat: owner
+                    .and_then(|o| beats.get(o.owner))
+                    .map(|beat| HeldHeartbeat {
+                        time: crate::model::format_rfc3339(beat.time).unwrap_or_default(),
+                        age_seconds: now - beat.time,
+                        instance: beat.instance.clone(),
+                    }),
+                shared_by: shared_by(e),
             }
         })
         .collect();

@@ -105,6 +105,23 @@ pub struct HeldRecord {
     pub owner: Option<String>,
     /// The resource the ownership record names (`httproute/apps/web`).
     pub resource: Option<String>,
+    /// The owner's last heartbeat in the zone, when it writes one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeldHeartbeat>,
+    /// Every owner of a name shared across clusters (`--shared-name`), whose targets make the
+    /// RRset; empty for a name held alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_by: Vec<String>,
+}
+
+/// An owner's last heartbeat, as `explain` shows it beside the owner's records.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldHeartbeat {
+    /// RFC 3339.
+    pub time: String,
+    pub age_seconds: i64,
+    pub instance: String,
 }
 
 // ---------------------------------------------------------------------------------- JSON
@@ -475,11 +492,20 @@ fn provider_text(out: &mut String, held: &Held) {
         let _ = writeln!(out, "  no A, AAAA or CNAME record for these names");
     }
     for record in &held.records {
-        let owner = match (&record.owner, &record.resource) {
+        let mut owner = match (&record.owner, &record.resource) {
             (Some(owner), Some(resource)) => format!("owner {owner}, {resource}"),
             (Some(owner), None) => format!("owner {owner}"),
             _ => "no ownership record: not gateway-dns's".to_owned(),
         };
+        if !record.shared_by.is_empty() {
+            owner = format!("shared by {}", record.shared_by.join(", "));
+        }
+        if let Some(beat) = &record.heartbeat {
+            owner.push_str(&format!(
+                "; last heartbeat {} ({}s ago)",
+                beat.time, beat.age_seconds
+            ));
+        }
         let ttl = record
             .ttl
             .map_or_else(|| "ttl ?".to_owned(), |ttl| format!("ttl {ttl}"));

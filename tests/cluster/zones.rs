@@ -292,6 +292,14 @@ async fn a_name_another_cluster_publishes_is_refused_at_kubectl_apply() {
         (Some("east"), Some("httproute/apps/b1")),
         "{json:#}"
     );
+    // East's heartbeat (every minute by default, the first at once) beside its record.
+    assert!(
+        record["heartbeat"]["ageSeconds"]
+            .as_i64()
+            .is_some_and(|age| age < 120)
+            && record["heartbeat"]["instance"].is_string(),
+        "{json:#}"
+    );
     assert_eq!(json["provider"]["inSync"], true, "{json:#}");
     // Without the zone, check knows nothing of east: the name looks free.
     let blind = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
@@ -759,6 +767,27 @@ async fn a_name_shared_across_clusters_is_the_union_and_each_cluster_removes_onl
         owners_in_zone(&records, "s.example.com")
     });
     assert_eq!(owners, ["east", "west"], "one ownership value per cluster");
+    // explain from west shows both owners of the name, and west's part in sync.
+    let mut explain: Vec<String> = ["explain", "--output", "json", "--kubeconfig"]
+        .map(String::from)
+        .to_vec();
+    explain.push(west.kubeconfig().display().to_string());
+    explain.extend(bind.serve_args());
+    explain.extend(["--txt-owner-id", "west", "--shared-name", "s.example.com"].map(String::from));
+    explain.push("s.example.com".to_owned());
+    let explained = Command::new(env!("CARGO_BIN_EXE_gateway-dns"))
+        .args(&explain)
+        .envs(bind.serve_env())
+        .output()
+        .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&explained.stdout).unwrap_or_else(|_| panic!("{explained:?}"));
+    assert_eq!(
+        json["provider"]["records"][0]["sharedBy"],
+        serde_json::json!(["east", "west"]),
+        "{json:#}"
+    );
+    assert_eq!(json["provider"]["inSync"], true, "{json:#}");
 
     // East alone shares t: west, which does not, is refused it, and told why.
     tokio::task::block_in_place(|| east.apply(&route("t1", "t.example.com"), &[]).ok());
