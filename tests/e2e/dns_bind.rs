@@ -441,10 +441,11 @@ async fn bind_listing_cache_is_used_only_while_the_serial_proves_it_current() {
     );
     let repair = syncer.sync_pass().await.unwrap();
     assert_eq!(
-        stats.transfers.load(Relaxed),
-        transfers + 1,
-        "serial changed: AXFR"
+        stats.incremental_transfers.load(Relaxed),
+        1,
+        "serial changed: what changed is read (IXFR)"
     );
+    assert_eq!(stats.transfers.load(Relaxed), transfers, "no AXFR");
     assert_eq!(repair.applied, 1, "{:?}", repair.plan.changes);
     assert_eq!(lookup(&bind, "more.example.com", "A"), ["192.0.2.2"]);
     assert_foreign_untouched(&bind);
@@ -775,4 +776,65 @@ async fn bind_a_record_of_an_owner_gone_silent_is_adopted_after_the_bound() {
     let values = lookup(&bind, "a-b.example.com", "TXT");
     assert_eq!(values.len(), 1);
     assert!(values[0].contains("owner=west"), "{values:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_a_zone_read_before_is_brought_up_to_date_by_ixfr() {
+    use std::sync::atomic::Ordering;
+    // A zone larger than the changes: BIND answers an IXFR whole (AXFR-style) when the
+    // differences would outweigh the zone (max-ixfr-ratio).
+    let filler: Vec<String> = (0..200)
+        .map(|i| format!("filler-{i} IN A 198.51.100.{}", i % 250))
+        .collect();
+    let lines = format!("{}\n{}", foreign_zone_lines(), filler.join("\n"));
+    let bind = Bind::start(ZONE, &lines);
+    let reader = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let writer = Rfc2136Provider::new(bind.provider_config()).unwrap();
+    let first = reader.records().await.unwrap();
+    assert_eq!(reader.stats().transfers.load(Ordering::Relaxed), 1);
+    // Another writer: creates, then changes one record and deletes another, in three UPDATEs
+    // (three versions in BIND's journal).
+    let created = Changes {
+        create: vec![
+            a("ixfr-x.example.com", &["192.0.2.1"]),
+            a("ixfr-y.example.com", &["192.0.2.2", "192.0.2.3"]),
+            Endpoint::new("ixfr-note.example.com", RecordType::TXT, ["some text"]),
+        ],
+        ..Changes::default()
+    };
+    writer.apply(&created).await.unwrap();
+    let changed = Changes {
+        update: vec![a("ixfr-y.example.com", &["192.0.2.3", "192.0.2.4"])],
+        ..Changes::default()
+    };
+    writer.apply(&changed).await.unwrap();
+    writer
+        .apply(&Changes {
+            delete: vec![a("ixfr-x.example.com", &["192.0.2.1"])],
+            ..Changes::default()
+        })
+        .await
+        .unwrap();
+    let second = reader.records().await.unwrap();
+    assert_eq!(
+        reader.stats().incremental_transfers.load(Ordering::Relaxed),
+        1,
+        "read by IXFR"
+    );
+    assert_eq!(
+        reader.stats().transfers.load(Ordering::Relaxed),
+        1,
+        "no second AXFR"
+    );
+    let fresh = Rfc2136Provider::new(bind.provider_config())
+        .unwrap()
+        .records()
+        .await
+        .unwrap();
+    let sorted = |mut records: Vec<Endpoint>| {
+        records.sort_by(|a, b| a.key().cmp(&b.key()));
+        records
+    };
+    assert_eq!(sorted(second), sorted(fresh), "the IXFR result is the zone");
+    assert_ne!(first.len(), 0);
 }

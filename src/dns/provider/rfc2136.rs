@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use hickory_proto::op::update_message::UpdateMessage;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::{
     DNSClass, Name, RData, Record, RecordType as WireType, TSigVerifier, TSigner,
 };
@@ -150,6 +151,8 @@ pub struct Rfc2136Stats {
     pub soa_queries: AtomicU64,
     /// Listings of a zone answered from the cache.
     pub cache_hits: AtomicU64,
+    /// Listings of a zone brought up to date by an incremental transfer (IXFR).
+    pub incremental_transfers: AtomicU64,
 }
 
 pub struct Rfc2136Provider {
@@ -427,6 +430,48 @@ impl Rfc2136Provider {
         })
     }
 
+    /// The zone's RRsets brought from the cached serial `since` to the server's by an
+    /// incremental transfer (IXFR, RFC 1995), the cache updated; `None` when the server sent
+    /// the zone whole instead, or the cache moved meanwhile (the caller transfers it whole).
+    async fn incremental(&self, zone: &str, since: u32) -> Result<Option<Vec<Endpoint>>, Error> {
+        let operation = format!("incremental zone transfer (IXFR) of {zone}");
+        let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
+        let mut query = Message::new(fastrand::u16(..), MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(zone_name.clone(), WireType::IXFR));
+        // Only the serial of the SOA in the authority section counts (RFC 1995 3).
+        let soa = SOA::new(zone_name.clone(), zone_name.clone(), since, 0, 0, 0, 0);
+        query.add_authority(Record::from_rdata(zone_name, 0, RData::SOA(soa)));
+        let request_id = query.metadata.id;
+        let (bytes, mut verifier) = self.seal(&mut query)?;
+        let mut stream = self.connect().await?;
+        self.send(&mut stream, &bytes, &operation).await?;
+        let mut diff = IncrementalTransfer::new(since);
+        for _ in 0..MAX_AXFR_MESSAGES {
+            let answer = self.receive(&mut stream, &operation).await?;
+            let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
+            match diff.absorb(message) {
+                Step::More => continue,
+                Step::Whole => return Ok(None),
+                Step::Done(serial) => {
+                    let Ok(mut cache) = self.cache.lock() else {
+                        return Ok(None);
+                    };
+                    let Some(cached) = cache.get_mut(zone).filter(|c| c.serial == since) else {
+                        return Ok(None);
+                    };
+                    diff.apply(cached);
+                    cached.serial = serial;
+                    return Ok(Some(cached.records.values().cloned().collect()));
+                }
+            }
+        }
+        Err(Error::BadResponse {
+            server: self.config.server.clone(),
+            operation,
+            detail: "transfer did not end".into(),
+        })
+    }
+
     /// Every zone's RRsets, from the cache when the zone's serial says it is current.
     async fn list(&self) -> Result<Vec<Endpoint>, Error> {
         let mut stream = self.connect().await?;
@@ -439,6 +484,26 @@ impl Rfc2136Provider {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                 all.extend(cached.records.values().cloned());
                 continue;
+            }
+            let stale = match self.cache.lock() {
+                Ok(cache) => cache.get(zone).map(|c| c.serial),
+                Err(_) => None,
+            };
+            // A zone read before: only what changed since, when the server keeps the journal.
+            if let Some(since) = stale {
+                match self.incremental(zone, since).await {
+                    Ok(Some(records)) => {
+                        self.stats
+                            .incremental_transfers
+                            .fetch_add(1, Ordering::Relaxed);
+                        all.extend(records);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::debug!(%error, zone, "incremental transfer failed; transferring the zone whole");
+                    }
+                }
             }
             let (endpoints, serial) = self.transfer(zone).await?;
             if let Ok(mut cache) = self.cache.lock() {
@@ -651,9 +716,9 @@ impl Rfc2136Provider {
             if cached.serial == before && after == before.wrapping_add(accepted) {
                 cached.apply(operations);
                 cached.serial = after;
-            } else {
-                cache.remove(zone);
             }
+            // Else someone else wrote too: the entry stays the zone at `before`, and the next
+            // listing reads what changed since by IXFR.
         }
         Ok(())
     }
@@ -782,6 +847,108 @@ impl ZoneTransfer {
     /// The zone's RRsets (the types gateway-dns handles), from the records seen so far.
     pub fn endpoints(&self) -> Vec<Endpoint> {
         group_records(&self.records)
+    }
+}
+
+/// Where an incremental transfer stands after a message.
+enum Step {
+    More,
+    /// The server sends the zone whole (no journal back to our serial): read it with AXFR.
+    Whole,
+    /// Every difference read, up to this serial.
+    Done(u32),
+}
+
+/// The differences an incremental transfer (RFC 1995 4) brings: the new SOA, then for each
+/// version the old SOA and the records it deletes, the next SOA and the records it adds, and
+/// the new SOA again.
+struct IncrementalTransfer {
+    since: u32,
+    new: Option<u32>,
+    /// Per version: the records deleted, the records added.
+    versions: Vec<(Vec<Record>, Vec<Record>)>,
+    /// Inside a version, reading the records it adds (else those it deletes).
+    adding: bool,
+}
+
+impl IncrementalTransfer {
+    fn new(since: u32) -> Self {
+        IncrementalTransfer {
+            since,
+            new: None,
+            versions: Vec::new(),
+            adding: false,
+        }
+    }
+
+    fn absorb(&mut self, message: Message) -> Step {
+        for record in message.answers {
+            let soa = match &record.data {
+                RData::SOA(soa) => Some(soa.serial),
+                _ => None,
+            };
+            let Some(new) = self.new else {
+                match soa {
+                    // The server is at our serial: nothing to read.
+                    Some(serial) if serial == self.since => return Step::Done(serial),
+                    Some(serial) => self.new = Some(serial),
+                    None => return Step::Whole,
+                }
+                continue;
+            };
+            match (soa, self.versions.last_mut()) {
+                // After the first SOA, a record that is no SOA: the zone whole (AXFR-style).
+                (None, None) => return Step::Whole,
+                (Some(serial), None) if serial == new => return Step::Done(new),
+                (Some(_), None) => {
+                    self.versions.push((Vec::new(), Vec::new()));
+                    self.adding = false;
+                }
+                (Some(serial), Some(_)) if self.adding && serial == new => return Step::Done(new),
+                (Some(_), Some(_)) if self.adding => {
+                    self.versions.push((Vec::new(), Vec::new()));
+                    self.adding = false;
+                }
+                (Some(_), Some(_)) => self.adding = true,
+                (None, Some((_, added))) if self.adding => added.push(record),
+                (None, Some((deleted, _))) => deleted.push(record),
+            }
+        }
+        Step::More
+    }
+
+    /// The differences applied to the cached zone, version by version, deletions first.
+    fn apply(self, cache: &mut ZoneCache) {
+        for (deleted, added) in self.versions {
+            for removed in group_records(&deleted) {
+                let key = (removed.dns_name.clone(), removed.record_type);
+                if let Some(cached) = cache.records.get_mut(&key) {
+                    cached.targets = cached
+                        .targets
+                        .iter()
+                        .filter(|t| !removed.targets.contains(t))
+                        .cloned()
+                        .collect();
+                    if cached.targets.is_empty() {
+                        cache.records.remove(&key);
+                    }
+                }
+            }
+            for added in group_records(&added) {
+                let key = (added.dns_name.clone(), added.record_type);
+                match cache.records.get_mut(&key) {
+                    Some(cached) => {
+                        for target in added.targets {
+                            cached.targets.insert(target);
+                        }
+                        cached.ttl = added.ttl;
+                    }
+                    None => {
+                        cache.records.insert(key, added);
+                    }
+                }
+            }
+        }
     }
 }
 
