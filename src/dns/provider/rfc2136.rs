@@ -710,15 +710,15 @@ impl Rfc2136Provider {
             return Ok(());
         };
         let after = self.soa_serial(stream, zone).await?;
+        // Else someone else wrote too: the entry stays the zone at `before`, and the next
+        // listing reads what changed since by IXFR.
         if let Ok(mut cache) = self.cache.lock()
             && let Some(cached) = cache.get_mut(zone)
+            && cached.serial == before
+            && after == before.wrapping_add(accepted)
         {
-            if cached.serial == before && after == before.wrapping_add(accepted) {
-                cached.apply(operations);
-                cached.serial = after;
-            }
-            // Else someone else wrote too: the entry stays the zone at `before`, and the next
-            // listing reads what changed since by IXFR.
+            cached.apply(operations);
+            cached.serial = after;
         }
         Ok(())
     }
