@@ -18,6 +18,8 @@ const ROUNDS: usize = 7;
 const PASSES: usize = 2_000;
 
 type Read = Result<Option<Object>, DecodeError>;
+/// A reader by name.
+type Reader = (&'static str, fn(&str) -> Read);
 
 fn scanner(text: &str) -> Read {
     scan::route(&mut Cursor::new(text)).expect("the scanner reads these routes")
@@ -121,7 +123,7 @@ fn main() {
         objects.len()
     );
     let bytes: usize = objects.iter().map(String::len).sum();
-    let readers: [(&str, fn(&str) -> Read); 4] = [
+    let readers: [Reader; 4] = [
         ("scanner (model::scan)", scanner),
         ("serde_json", serde_json_reader),
         ("sonic-rs", sonic_reader),
