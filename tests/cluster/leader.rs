@@ -29,6 +29,18 @@ fn config(identity: &str) -> LeaderConfig {
     }
 }
 
+/// A lease long enough that a take-over at once and one that waited the lease out are told
+/// apart on a busy machine.
+const LONG_LEASE: Duration = Duration::from_secs(15);
+
+fn long_config(identity: &str) -> LeaderConfig {
+    LeaderConfig {
+        lease_duration: LONG_LEASE,
+        renew_deadline: Duration::from_secs(10),
+        ..config(identity)
+    }
+}
+
 fn cluster_with_rbac() -> ControlPlane {
     tokio::task::block_in_place(|| {
         let cluster = ControlPlane::start();
@@ -39,12 +51,16 @@ fn cluster_with_rbac() -> ControlPlane {
 
 /// An election as the ServiceAccount, through a proxy of its own.
 async fn elector(cluster: &ControlPlane, identity: &str) -> (LeaderElection, Proxy) {
+    elector_with(cluster, config(identity)).await
+}
+
+async fn elector_with(cluster: &ControlPlane, config: LeaderConfig) -> (LeaderElection, Proxy) {
     let proxy = Proxy::start(([127, 0, 0, 1], cluster.api_port()).into()).await;
     let kubeconfig = tokio::task::block_in_place(|| {
         cluster.service_account_kubeconfig(NAMESPACE, "gateway-dns", Some(proxy.port()))
     });
     let client = client_for(&kubeconfig).await;
-    let election = LeaderElection::spawn(client, config(identity)).unwrap();
+    let election = LeaderElection::spawn(client, config).unwrap();
     (election, proxy)
 }
 
@@ -166,9 +182,9 @@ async fn one_leader_and_a_crashed_leader_is_replaced_after_the_lease_expires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_is_taken_over_at_once() {
     let cluster = cluster_with_rbac();
-    let (a, _a_link) = elector(&cluster, "a").await;
-    wait_leader(&a, LEASE * 2).await;
-    let (b, _b_link) = elector(&cluster, "b").await;
+    let (a, _a_link) = elector_with(&cluster, long_config("a")).await;
+    wait_leader(&a, LONG_LEASE).await;
+    let (b, _b_link) = elector_with(&cluster, long_config("b")).await;
     tokio::time::sleep(RETRY * 3).await;
     assert!(!b.is_leader_now());
 
@@ -176,12 +192,14 @@ async fn a_released_lease_is_taken_over_at_once() {
     let released_at = Instant::now();
     a.release().await;
     assert!(!*a_leads.borrow());
+    // At once: within a few retry periods, where waiting the lease out would take 15 s (a
+    // busy machine may stretch the retries, never to a third of the lease).
     let mut b_leads = b.is_leader();
-    tokio::time::timeout(RETRY * 3, b_leads.wait_for(|l| *l))
+    tokio::time::timeout(LONG_LEASE / 3, b_leads.wait_for(|l| *l))
         .await
         .expect("prompt hand-over")
         .unwrap();
-    assert!(released_at.elapsed() < LEASE);
+    assert!(released_at.elapsed() < LONG_LEASE / 3);
     assert_eq!(lease(&cluster).await.holder_identity.as_deref(), Some("b"));
 }
 

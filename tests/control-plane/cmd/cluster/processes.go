@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -61,20 +62,70 @@ func writeState(dir string, s state) error {
 	return os.WriteFile(statePath(dir), data, 0o644)
 }
 
-// freePort asks the kernel for an unused loopback port. Another process could take it before
-// the server binds; on loopback in a test sandbox that race is rare, and a failed start says so.
+// freePort is an unused loopback port for a server this tool starts (etcd, kube-apiserver).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return pickPort(false)
 }
 
 // freeDualPort is a loopback port free for both TCP and UDP (a DNS server needs both).
 func freeDualPort() (int, error) {
+	return pickPort(true)
+}
+
+// pickPort picks a free loopback port below the kernel's ephemeral range
+// (ip_local_port_range): a port the kernel picks lies in that range, where any outgoing
+// connection may take it between the pick and the server's bind (etcd once failed to start
+// so on a busy machine). Below the range only a listener takes a port.
+func pickPort(udpToo bool) (int, error) {
+	start := ephemeralStart()
+	if start <= 11000 {
+		return kernelPort(udpToo)
+	}
+	for i := 0; i < 1000; i++ {
+		port := 10000 + rand.IntN(start-10000)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		tcp, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		if udpToo {
+			udp, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				tcp.Close()
+				continue
+			}
+			udp.Close()
+		}
+		tcp.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port below %d after 1000 tries", start)
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range.
+func ephemeralStart() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if fields := strings.Fields(string(data)); len(fields) > 0 {
+			if n, err := strconv.Atoi(fields[0]); err == nil {
+				return n
+			}
+		}
+	}
+	return 32768
+}
+
+// kernelPort is the kernel's pick, for a range that leaves no room below it.
+func kernelPort(udpToo bool) (int, error) {
 	for i := 0; i < 100; i++ {
+		if !udpToo {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return 0, err
+			}
+			defer l.Close()
+			return l.Addr().(*net.TCPAddr).Port, nil
+		}
 		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			return 0, err
