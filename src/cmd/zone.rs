@@ -142,16 +142,10 @@ struct HeartbeatView {
     instance: String,
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 fn heartbeat_view(beat: &Heartbeat) -> HeartbeatView {
     HeartbeatView {
         time: format_rfc3339(beat.time),
-        age_seconds: now() - beat.time,
+        age_seconds: heartbeat::unix_now() - beat.time,
         instance: beat.instance.clone(),
     }
 }
@@ -232,11 +226,11 @@ async fn release(args: &ZoneReleaseArgs) -> Result<(String, u8)> {
     let beats = heartbeat::latest(&listed);
     let dead_after = i64::try_from(args.dead_after.as_secs()).unwrap_or(i64::MAX);
     let refusal = match beats.get(&args.owner) {
-        Some(beat) if now() - beat.time < dead_after => Some(format!(
+        Some(beat) if heartbeat::unix_now() - beat.time < dead_after => Some(format!(
             "owner \"{}\" is alive: its last heartbeat is {}s old (instance {}), younger than \
              --dead-after {}s; stop it first, or --force",
             args.owner,
-            now() - beat.time,
+            heartbeat::unix_now() - beat.time,
             beat.instance,
             dead_after
         )),

@@ -54,12 +54,6 @@ impl Conflict {
     }
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 /// Writes heartbeats for the life of the process; `writes_allowed` turns false while another
 /// installation writes this owner id's heartbeats too.
 pub async fn run(
@@ -134,7 +128,7 @@ pub async fn run(
         if leader.as_ref().is_some_and(|lease| !*lease.borrow()) {
             continue;
         }
-        let time = now();
+        let time = heartbeat::unix_now();
         let changes = heartbeat::changes(&listed, &owner, &instance, time, provider.zones());
         match provider.apply(&changes).await {
             Ok(()) => seen.written(time),

@@ -131,6 +131,33 @@ async fn wait_view(serve: &Serve, owned: f64) {
     }
 }
 
+/// Waits (at most 20 s) for an Event in `namespace` that `wanted` accepts, and returns it.
+async fn wait_event(
+    cluster: &ControlPlane,
+    namespace: &str,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let json = tokio::task::block_in_place(|| {
+            cluster
+                .kubectl(&["get", "events.events.k8s.io", "-n", namespace, "-o", "json"])
+                .ok()
+        });
+        let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+        if let Some(found) = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| wanted(e))
+        {
+            return found.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The webhook's denial line as kubectl prints it, from `denied the request: ` on.
 fn denial(stderr: &str) -> &str {
     stderr
@@ -693,32 +720,12 @@ async fn two_installations_with_one_owner_id_find_each_other_and_stop_writing() 
     }
     // A Warning Event on each installation's Lease says why nothing is written.
     for cluster in [&east, &_west] {
-        let start = Instant::now();
-        loop {
-            let json = tokio::task::block_in_place(|| {
-                cluster
-                    .kubectl(&[
-                        "get",
-                        "events.events.k8s.io",
-                        "-n",
-                        "gateway-dns",
-                        "-o",
-                        "json",
-                    ])
-                    .ok()
-            });
-            let list: serde_json::Value = serde_json::from_str(&json).unwrap();
-            let found = list["items"].as_array().into_iter().flatten().any(|e| {
-                e["reason"] == "OwnerIdConflict"
-                    && e["type"] == "Warning"
-                    && e["regarding"]["kind"] == "Lease"
-            });
-            if found {
-                break;
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "{list:#}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait_event(cluster, "gateway-dns", |e| {
+            e["reason"] == "OwnerIdConflict"
+                && e["type"] == "Warning"
+                && e["regarding"]["kind"] == "Lease"
+        })
+        .await;
     }
     // East's new route is admitted, but nothing is written while the conflict lasts.
     tokio::task::block_in_place(|| east.apply(&route("c1", "c.example.com"), &[]).ok());
@@ -881,31 +888,17 @@ async fn a_name_of_an_owner_gone_silent_is_adopted_after_the_bound() {
     wait_in_zone(&bind, "b.example.com", &[WEST], &west_serve).await;
     let owners = tokio::task::block_in_place(|| owners_in_zone(&bind.axfr(), "b.example.com"));
     assert_eq!(owners, ["west"]);
-    let start = Instant::now();
-    loop {
-        let events = tokio::task::block_in_place(|| {
-            west.kubectl(&["get", "events.events.k8s.io", "-n", "apps", "-o", "json"])
-                .ok()
-        });
-        let list: serde_json::Value = serde_json::from_str(&events).unwrap();
-        let adopted = list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["reason"] == "DNSRecordAdopted" && e["regarding"]["name"] == "b2");
-        if let Some(event) = adopted {
-            assert_eq!(event["type"], "Normal");
-            assert!(
-                event["note"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("adopted from owner \"east\""),
-                "{event:#}"
-            );
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{list:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let event = wait_event(&west, "apps", |e| {
+        e["reason"] == "DNSRecordAdopted" && e["regarding"]["name"] == "b2"
+    })
+    .await;
+    assert_eq!(event["type"], "Normal");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("adopted from owner \"east\""),
+        "{event:#}"
+    );
     drop(east);
 }
