@@ -314,20 +314,17 @@ impl EmbeddedDns {
         };
         // The state each touched RRset ends in, per zone: deletes first, then updates and
         // creates (the order providers apply them in).
-        let mut touched: BTreeMap<usize, Touched<'_>> = BTreeMap::new();
-        for endpoint in &changes.delete {
+        let mut by_zone: BTreeMap<usize, Vec<_>> = BTreeMap::new();
+        let deletes = changes.delete.iter().map(|endpoint| (endpoint, None));
+        let writes = (changes.update.iter().chain(&changes.create)).map(|e| (e, Some(e)));
+        for (endpoint, wanted) in deletes.chain(writes) {
             if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                touched.entry(i).or_default().insert(endpoint.key(), None);
+                by_zone.entry(i).or_default().push((endpoint.key(), wanted));
             }
         }
-        for endpoint in changes.update.iter().chain(&changes.create) {
-            if let Some(i) = zone_index(&store, &endpoint.dns_name) {
-                touched
-                    .entry(i)
-                    .or_default()
-                    .insert(endpoint.key(), Some(endpoint));
-            }
-        }
+        let touched = by_zone
+            .into_iter()
+            .map(|(i, changes)| (i, changes.into_iter().collect::<Touched<'_>>()));
         // Only secondaries ask for IXFR: without them no journal is kept.
         let journaling = self.notify.is_some();
         let now = unix_now();

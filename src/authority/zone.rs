@@ -1,7 +1,7 @@
 //! The zones in memory: RRsets sorted for lookup, merged a batch of changes at a time; the
 //! IXFR journal; the SOA serial policy (the module comment of `authority` says why it holds).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,7 +10,7 @@ use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{Name, RData, Record, SerialNumber};
 
 use crate::dns::wire::{InvalidTarget, wire_name, wire_rrset};
-use crate::dns::{Endpoint, in_zone};
+use crate::dns::{Endpoint, in_zone, sort_later_wins};
 use crate::model::RecordType;
 
 use super::dnssec::{SignedZone, ZoneKey};
@@ -92,8 +92,20 @@ pub(super) struct Zone {
     pub(super) signed: Option<SignedZone>,
 }
 
-/// The final state of the RRsets one batch of changes touches (`None`: deleted), by key.
-pub(super) type Touched<'a> = BTreeMap<(&'a str, RecordType), Option<&'a Endpoint>>;
+/// The final state of the RRsets one batch of changes touches (`None`: deleted), sorted by
+/// key; of two changes of one RRset, the later.
+pub(super) struct Touched<'a>(Vec<((&'a str, RecordType), Option<&'a Endpoint>)>);
+
+impl<'a> FromIterator<((&'a str, RecordType), Option<&'a Endpoint>)> for Touched<'a> {
+    fn from_iter<I>(changes: I) -> Self
+    where
+        I: IntoIterator<Item = ((&'a str, RecordType), Option<&'a Endpoint>)>,
+    {
+        let mut changes: Vec<_> = changes.into_iter().collect();
+        sort_later_wins(&mut changes, |(a, _), (b, _)| a.cmp(b));
+        Touched(changes)
+    }
+}
 
 /// One RRset before and after a change (`None`: absent).
 pub(super) type Difference = (Option<RrSet>, Option<RrSet>);
@@ -163,15 +175,19 @@ impl Zone {
     /// the RRsets that changed as (before, after) when `keep` asks for them (for the journal),
     /// or no pairs.
     pub(super) fn merge(&mut self, touched: &Touched<'_>, keep: bool) -> Option<Vec<Difference>> {
-        let creates = touched.values().filter(|wanted| wanted.is_some()).count();
+        let creates = touched
+            .0
+            .iter()
+            .filter(|(_, wanted)| wanted.is_some())
+            .count();
         let mut merged = Vec::with_capacity(self.rrsets.len() + creates);
         let mut old = std::mem::take(&mut self.rrsets).into_iter().peekable();
         let (mut changes, mut differences) = (0usize, Vec::new());
-        for (key, wanted) in touched {
-            while let Some(set) = old.next_if(|set| set.key() < *key) {
+        for &(key, wanted) in &touched.0 {
+            while let Some(set) = old.next_if(|set| set.key() < key) {
                 merged.push(set);
             }
-            let before = old.next_if(|set| set.key() == *key);
+            let before = old.next_if(|set| set.key() == key);
             let after = wanted.map(RrSet::from_endpoint);
             if before != after {
                 changes += 1;

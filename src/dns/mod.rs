@@ -298,6 +298,29 @@ fn edited(
     })
 }
 
+/// Sorts `entries` by `order`, keeping of entries that compare equal only the one that came
+/// last, as inserting each into a map would. A sorted vector in place of a map over every
+/// record of a pass: a pass holds several such at once beside the listing, and a map's nodes
+/// or empty buckets cost more than its entries.
+pub fn sort_later_wins<T>(entries: &mut Vec<T>, order: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    // Listings often come sorted (the embedded server's): then the sort's scratch space, as
+    // large as half the entries, is not needed.
+    if entries.is_sorted_by(|a, b| order(a, b).is_lt()) {
+        entries.shrink_to_fit();
+        return;
+    }
+    // Stable: of equal entries, the last comes last.
+    entries.sort_by(&order);
+    entries.dedup_by(|later, kept| {
+        let same = order(later, kept).is_eq();
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+    entries.shrink_to_fit();
+}
+
 /// A DNS backend: list the RRsets of the managed zones, apply a change batch.
 ///
 /// Object-safe (boxed futures) so the sync loop can hold an `Arc<dyn Provider>`.
@@ -379,6 +402,22 @@ pub fn zone_of<'z>(name: &str, zones: &'z [String]) -> Option<&'z str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sorting_keeps_the_last_of_equal_entries_as_a_map_would() {
+        let mut entries = vec![
+            (3, "c"),
+            (1, "a"),
+            (3, "c2"),
+            (2, "b"),
+            (1, "a2"),
+            (1, "a3"),
+        ];
+        let map: BTreeMap<i32, &str> = entries.iter().copied().collect();
+        sort_later_wins(&mut entries, |(a, _), (b, _)| a.cmp(b));
+        assert_eq!(entries, map.into_iter().collect::<Vec<_>>());
+        assert_eq!(entries, [(1, "a3"), (2, "b"), (3, "c2")]);
+    }
 
     #[test]
     fn zone_of_picks_the_most_specific_zone() {

@@ -4,13 +4,13 @@
 //! owner id) are updated or deleted; a record that exists without our ownership blocks our
 //! create and is reported; records that external-dns wrote with our owner id are adopted.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::dns::registry::{Holder, OwnershipIndex, OwnershipLedger, TxtChange, TxtRegistry};
-use crate::dns::{Changes, DEFAULT_TTL, Endpoint, SharedEdit, zone_of};
+use crate::dns::{Changes, DEFAULT_TTL, Endpoint, SharedEdit, sort_later_wins, zone_of};
 use crate::metrics::BlockedGroup;
 use crate::model::RecordType;
 use crate::model::dns_name::{canonical, in_name_list};
@@ -333,23 +333,28 @@ impl<'a> Planned<'a> {
         &mut self,
         mut desired_at: impl FnMut(usize) -> Option<Endpoint>,
     ) -> Vec<Endpoint> {
-        std::mem::take(&mut self.creates)
-            .into_iter()
-            .filter_map(|i| self.canonical_copies.remove(&i).or_else(|| desired_at(i)))
-            .map(|endpoint| Endpoint {
-                ttl: Some(endpoint.ttl_or_default()),
-                ..endpoint
-            })
-            .collect()
+        let positions = std::mem::take(&mut self.creates);
+        // Sized once, as the plan's other vectors of every record.
+        let mut creates = Vec::with_capacity(positions.len());
+        creates.extend(
+            positions
+                .into_iter()
+                .filter_map(|i| self.canonical_copies.remove(&i).or_else(|| desired_at(i)))
+                .map(|endpoint| Endpoint {
+                    ttl: Some(endpoint.ttl_or_default()),
+                    ..endpoint
+                }),
+        );
+        creates
     }
 }
 
-/// The records the zones hold now, as the plan reads them.
+/// The records the zones hold now, as the plan reads them: each with whether it is registry
+/// bookkeeping rather than data, sorted by (name, type). A sorted vector of references, not
+/// maps: a resync holds this beside the listing and the desired records, and hash and B-tree
+/// maps of every listed record were the largest part of a resync's peak after the listing.
 struct Current<'a> {
-    /// (name, type) → (record, is it registry bookkeeping rather than data)
-    by_key: HashMap<(&'a str, RecordType), (&'a Endpoint, bool)>,
-    /// The types of the data records at each name (ownership records left out).
-    data_types_at: BTreeMap<&'a str, RecordTypes>,
+    records: Vec<(&'a Endpoint, bool)>,
 }
 
 /// A set of the record types gateway-dns reads, in one byte: a set per listed name, in a
@@ -380,57 +385,108 @@ impl RecordTypes {
 }
 
 impl<'a> Current<'a> {
-    /// The records inside `zones`.
+    /// The records inside `zones`; of two listed under one name and type, the later.
     fn read(current: &'a [Endpoint], zones: &[String], ownership: &OwnershipIndex<'a>) -> Self {
-        let mut by_key = HashMap::with_capacity(current.len());
-        let mut data_types_at: BTreeMap<&str, RecordTypes> = BTreeMap::new();
-        for record in current {
-            if zone_of(&record.dns_name, zones).is_none() {
-                continue;
-            }
-            let registry_only = ownership.is_registry_record(record);
-            by_key.insert(
-                (record.dns_name.as_str(), record.record_type),
-                (record, registry_only),
-            );
-            if !registry_only {
-                data_types_at
-                    .entry(record.dns_name.as_str())
-                    .or_default()
-                    .insert(record.record_type);
-            }
-        }
-        Current {
-            by_key,
-            data_types_at,
-        }
+        // Sized once: grown, it would be copied and hold spare room beside the listing.
+        let mut records: Vec<(&Endpoint, bool)> = Vec::with_capacity(current.len());
+        records.extend(
+            current
+                .iter()
+                .filter(|record| zone_of(&record.dns_name, zones).is_some())
+                .map(|record| (record, ownership.is_registry_record(record))),
+        );
+        sort_later_wins(&mut records, |(a, _), (b, _)| key(a).cmp(&key(b)));
+        Current { records }
+    }
+
+    /// The listed records at `name`, in type order.
+    fn at(&self, name: &str) -> &[(&'a Endpoint, bool)] {
+        let start = self
+            .records
+            .partition_point(|(record, _)| record.dns_name.as_str() < name);
+        let len = self.records[start..]
+            .iter()
+            .take_while(|(record, _)| record.dns_name == name)
+            .count();
+        &self.records[start..start + len]
+    }
+
+    fn entry(&self, name: &str, record_type: RecordType) -> Option<(&'a Endpoint, bool)> {
+        let at = self
+            .records
+            .binary_search_by(|(record, _)| key(record).cmp(&(name, record_type)));
+        at.ok().map(|i| self.records[i])
     }
 
     /// The record of that name and type, ownership records included.
     fn record(&self, name: &str, record_type: RecordType) -> Option<&'a Endpoint> {
-        self.by_key
-            .get(&(name, record_type))
-            .map(|(record, _)| *record)
+        self.entry(name, record_type).map(|(record, _)| record)
     }
 
     /// The data record of that name and type (not ownership bookkeeping).
     fn data_record(&self, name: &str, record_type: RecordType) -> Option<&'a Endpoint> {
-        self.by_key
-            .get(&(name, record_type))
+        self.entry(name, record_type)
             .filter(|(_, registry_only)| !registry_only)
-            .map(|(record, _)| *record)
+            .map(|(record, _)| record)
+    }
+
+    /// The types of the data records at `name` (ownership records left out).
+    fn data_types_at(&self, name: &str) -> RecordTypes {
+        data_types(self.at(name))
+    }
+
+    /// Each listed name with the types of its data records, in name order (names holding
+    /// only ownership records left out).
+    fn data_types(&self) -> impl Iterator<Item = (&'a str, RecordTypes)> + '_ {
+        self.records
+            .chunk_by(|(a, _), (b, _)| a.dns_name == b.dns_name)
+            .map(|records| (records[0].0.dns_name.as_str(), data_types(records)))
+            .filter(|(_, types)| types.0 != 0)
     }
 }
 
-/// The desired records in canonical form, one per (name, type), with their positions.
-type Wanted<'d> = BTreeMap<(&'d str, RecordType), (usize, &'d Endpoint)>;
+/// A listed record's place in [`Current`].
+fn key(record: &Endpoint) -> (&str, RecordType) {
+    (record.dns_name.as_str(), record.record_type)
+}
+
+fn data_types(records: &[(&Endpoint, bool)]) -> RecordTypes {
+    let mut types = RecordTypes::default();
+    for (record, registry_only) in records {
+        if !registry_only {
+            types.insert(record.record_type);
+        }
+    }
+    types
+}
+
+/// The desired records in canonical form, one per (name, type), with their positions, sorted
+/// by (name, type): a sorted vector, for the same reason as [`Current`].
+struct Wanted<'d>(Vec<(usize, &'d Endpoint)>);
+
+impl<'d> Wanted<'d> {
+    fn contains_key(&self, &(name, record_type): &(&str, RecordType)) -> bool {
+        self.0
+            .binary_search_by(|(_, endpoint)| key(endpoint).cmp(&(name, record_type)))
+            .is_ok()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = ((&'d str, RecordType), (usize, &'d Endpoint))> + '_ {
+        self.0
+            .iter()
+            .map(|&(index, endpoint)| (key(endpoint), (index, endpoint)))
+    }
+}
 
 /// Does `wanted` hold a record of any type at `name`?
 fn wants_name(wanted: &Wanted<'_>, name: &str) -> bool {
+    let at = wanted
+        .0
+        .partition_point(|(_, endpoint)| endpoint.dns_name.as_str() < name);
     wanted
-        .range((name, RecordType::A)..=(name, RecordType::TXT))
-        .next()
-        .is_some()
+        .0
+        .get(at)
+        .is_some_and(|(_, endpoint)| endpoint.dns_name == name)
 }
 
 /// What becomes of one wanted record that nothing blocks.
@@ -476,36 +532,47 @@ impl Planner<'_> {
         desired: &'d [Endpoint],
         canonical_copies: &'d BTreeMap<usize, Endpoint>,
     ) -> Wanted<'d> {
-        let mut wanted = BTreeMap::new();
-        for (i, endpoint) in desired.iter().enumerate() {
-            let endpoint = canonical_copies.get(&i).unwrap_or(endpoint);
-            let key = (endpoint.dns_name.as_str(), endpoint.record_type);
-            let reason = if zone_of(&endpoint.dns_name, &self.zones).is_none() {
-                Some(BlockReason::OutsideZones)
-            } else if wanted.contains_key(&key) {
-                Some(BlockReason::DuplicateDesired)
+        let canonical = |i: usize| canonical_copies.get(&i).unwrap_or(&desired[i]);
+        let mut refused: Vec<(usize, BlockReason)> = Vec::new();
+        let mut wanted: Vec<(usize, &Endpoint)> = Vec::with_capacity(desired.len());
+        for i in 0..desired.len() {
+            let endpoint = canonical(i);
+            if zone_of(&endpoint.dns_name, &self.zones).is_none() {
+                refused.push((i, BlockReason::OutsideZones));
             } else {
-                None
-            };
-            match reason {
-                Some(reason) => self.plan.blocked.push(blocked(endpoint, reason)),
-                None => {
-                    wanted.insert(key, (i, endpoint));
-                }
+                wanted.push((i, endpoint));
             }
         }
-        wanted
+        // Stable: of equal keys, the first desired comes first and is the one kept. The engine's
+        // records come sorted, and then the sort's scratch space is not needed.
+        if !wanted.is_sorted_by(|(_, a), (_, b)| key(a) <= key(b)) {
+            wanted.sort_by(|(_, a), (_, b)| key(a).cmp(&key(b)));
+        }
+        refused.extend(
+            wanted
+                .windows(2)
+                .filter(|pair| key(pair[0].1) == key(pair[1].1))
+                .map(|pair| (pair[1].0, BlockReason::DuplicateDesired)),
+        );
+        wanted.dedup_by(|later, kept| key(later.1) == key(kept.1));
+        wanted.shrink_to_fit();
+        // The blocked ones in the order they were desired.
+        refused.sort_by_key(|(i, _)| *i);
+        for (i, reason) in refused {
+            self.plan.blocked.push(blocked(canonical(i), reason));
+        }
+        Wanted(wanted)
     }
 
     /// Our data records that are no longer wanted (only deleted under the sync policy).
     fn unwanted(&self, wanted: &Wanted<'_>) -> BTreeSet<(String, RecordType)> {
         self.current
-            .data_types_at
-            .iter()
-            .flat_map(|(name, types)| types.iter().map(move |t| (name.to_string(), t)))
-            .filter(|(name, t)| {
-                self.ledger.owned_by_us(name, *t) && !wanted.contains_key(&(name.as_str(), *t))
+            .data_types()
+            .flat_map(|(name, types)| types.iter().map(move |t| (name, t)))
+            .filter(|&(name, t)| {
+                self.ledger.owned_by_us(name, t) && !wanted.contains_key(&(name, t))
             })
+            .map(|(name, t)| (name.to_owned(), t))
             .collect()
     }
 
@@ -525,7 +592,7 @@ impl Planner<'_> {
         unwanted: &BTreeSet<(String, RecordType)>,
     ) -> (Vec<usize>, Vec<Endpoint>) {
         let (mut creates, mut updates) = (Vec::new(), Vec::new());
-        for (&(name, record_type), &(index, endpoint)) in wanted {
+        for ((name, record_type), (index, endpoint)) in wanted.iter() {
             if in_name_list(&self.shared_names, name) {
                 match self.place_shared(name, record_type, endpoint) {
                     Ok(Some(edit)) if !self.policy.allows_update() && edit.listed.is_some() => {
@@ -641,12 +708,10 @@ impl Planner<'_> {
                 owner: owner.to_owned(),
             });
         }
-        let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
-            types.iter().find(|other| {
-                *other != record_type
-                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
-                    && !self.deleting(unwanted, name, *other)
-            })
+        let cname_clash = self.current.data_types_at(name).iter().find(|other| {
+            *other != record_type
+                && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
+                && !self.deleting(unwanted, name, *other)
         });
         if let Some(existing) = cname_clash {
             return Err(BlockReason::CnameConflict { existing });
@@ -770,11 +835,9 @@ impl Planner<'_> {
         if values.is_empty() && self.current.data_record(name, record_type).is_some() {
             return Err(BlockReason::ForeignRecord);
         }
-        let cname_clash = self.current.data_types_at.get(name).and_then(|types| {
-            types.iter().find(|other| {
-                *other != record_type
-                    && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
-            })
+        let cname_clash = self.current.data_types_at(name).iter().find(|other| {
+            *other != record_type
+                && (record_type == RecordType::CNAME || *other == RecordType::CNAME)
         });
         if let Some(existing) = cname_clash {
             return Err(BlockReason::CnameConflict { existing });
@@ -917,12 +980,15 @@ impl Planner<'_> {
         mut updates: Vec<Endpoint>,
         mut deletes: Vec<Endpoint>,
     ) -> Plan {
-        let (mut txt_creates, txt_updates, txt_deletes) = self.ownership_changes();
-        txt_creates.extend(creates);
+        let (txt_creates, txt_updates, txt_deletes) = self.ownership_changes();
+        // Sized once: a first pass creates every record and its ownership record here.
+        let mut create = Vec::with_capacity(txt_creates.len() + creates.len());
+        create.extend(txt_creates);
+        create.extend(creates);
         updates.extend(txt_updates);
         deletes.extend(txt_deletes);
         self.plan.changes = Changes {
-            create: txt_creates,
+            create,
             update: updates,
             delete: deletes,
             shared: std::mem::take(&mut self.shared),
@@ -935,12 +1001,17 @@ impl Planner<'_> {
     /// The ownership edits as RRset changes: creates, updates and deletes of TXT records,
     /// the updates and deletes as the policy allows.
     fn ownership_changes(&mut self) -> (Vec<Endpoint>, Vec<Endpoint>, Vec<Endpoint>) {
-        let (mut creates, mut updates, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
         let current = &self.current;
-        for change in self
+        let changes = self
             .ledger
-            .changes(|txt_name| current.record(txt_name, RecordType::TXT))
-        {
+            .changes(|txt_name| current.record(txt_name, RecordType::TXT));
+        let creates = changes
+            .iter()
+            .filter(|change| matches!(change, TxtChange::Create(_)))
+            .count();
+        let (mut creates, mut updates, mut deletes) =
+            (Vec::with_capacity(creates), Vec::new(), Vec::new());
+        for change in changes {
             // An ownership RRset is replaced or deleted only while it is as listed.
             let mut guard = |record: &Endpoint| {
                 if let Some(listed) = current.record(&record.dns_name, RecordType::TXT) {
@@ -1381,6 +1452,63 @@ mod tests {
             plan.blocked[0].reason,
             BlockReason::RegistryNameTaken { .. }
         ));
+    }
+
+    #[test]
+    fn blocked_records_come_in_desired_order_and_the_first_of_a_duplicate_is_kept() {
+        let desired = [
+            a("b.example.com", "192.0.2.1"),
+            a("a.example.com", "192.0.2.2"),
+            a("elsewhere.example.org", "192.0.2.3"),
+            a("a.example.com", "192.0.2.4"),
+            a("b.example.com", "192.0.2.5"),
+        ];
+        let plan = plan_sync(&desired, &[]);
+        let blocked: Vec<(&str, &BlockReason)> = plan
+            .blocked
+            .iter()
+            .map(|b| (b.dns_name.as_str(), &b.reason))
+            .collect();
+        assert_eq!(
+            blocked,
+            [
+                ("elsewhere.example.org", &BlockReason::OutsideZones),
+                ("a.example.com", &BlockReason::DuplicateDesired),
+                ("b.example.com", &BlockReason::DuplicateDesired),
+            ]
+        );
+        let created: Vec<(&str, &str)> = plan
+            .changes
+            .create
+            .iter()
+            .filter(|e| e.record_type == RecordType::A)
+            .map(|e| {
+                (
+                    e.dns_name.as_str(),
+                    e.targets.iter().next().unwrap().as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            created,
+            [
+                ("a.example.com", "192.0.2.2"),
+                ("b.example.com", "192.0.2.1")
+            ]
+        );
+    }
+
+    #[test]
+    fn of_a_record_listed_twice_the_plan_reads_the_later() {
+        let current = [
+            a("app.example.com", "192.0.2.1"),
+            ours("app.example.com", RecordType::A),
+            a("app.example.com", "192.0.2.2"),
+        ];
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.2")], &current);
+        assert!(plan.is_empty(), "{:?}", plan.changes);
+        let plan = plan_sync(&[a("app.example.com", "192.0.2.1")], &current);
+        assert_eq!(plan.changes.update.len(), 1, "{:?}", plan.changes);
     }
 
     #[test]

@@ -50,18 +50,21 @@ pub struct OwnershipLedger<'r> {
     /// Ownership changes by TXT name, turned into RRset changes at the end.
     edits: BTreeMap<String, TxtEdit>,
     /// Ownership values claimed that are already there with no other value of ours: nothing to
-    /// write, so no edit is made (a resync claims every record again).
-    kept: BTreeMap<&'r str, &'r str>,
+    /// write, so no edit is made (a resync claims every record again). By the TXT name's place
+    /// in the index, the value's place among its values: a resync keeps one per record, and a
+    /// map of names to values took some 60 bytes each.
+    kept: Vec<Option<u32>>,
 }
 
 impl<'r> OwnershipLedger<'r> {
     /// The ownership `listing` (every record of the zones) records under `registry`'s rules.
     pub fn new(listing: &'r [Endpoint], registry: &'r TxtRegistry) -> Self {
+        let index = OwnershipIndex::from_records(listing, registry);
         OwnershipLedger {
             registry,
-            index: OwnershipIndex::from_records(listing, registry),
+            kept: vec![None; index.registry_txt.len()],
+            index,
             edits: BTreeMap::new(),
-            kept: BTreeMap::new(),
         }
     }
 
@@ -125,19 +128,31 @@ impl<'r> OwnershipLedger<'r> {
     /// Our ownership `value` at `txt_name`, replacing other values of ours there.
     pub fn claim(&mut self, txt_name: String, value: String) {
         let owner_id = self.owner_id();
-        if !self.edits.contains_key(&txt_name)
-            && !self.kept.contains_key(txt_name.as_str())
-            && let Some((listed_name, present)) = self.index.registry_entry(&txt_name)
-            && !present
+        let at = self.index.txt_at(&txt_name);
+        if let Some(at) = at
+            && self.kept[at].is_none()
+            && !self.edits.contains_key(&txt_name)
+        {
+            let present = &self.index.registry_txt[at].1.values;
+            if !present
                 .iter()
                 .any(|(raw, labels)| labels.owner == owner_id && *raw != value)
-            && let Some((raw, _)) = present.iter().find(|(raw, _)| *raw == value)
-        {
-            // Already there, and no other value of ours: nothing to change (the usual resync).
-            self.kept.insert(listed_name, *raw);
-            return;
+                && let Some(position) = present.iter().position(|(raw, _)| *raw == value)
+                && let Ok(position) = u32::try_from(position)
+            {
+                // Already there, and no other value of ours: nothing to change (the usual
+                // resync).
+                self.kept[at] = Some(position);
+                return;
+            }
         }
-        let kept = self.kept.remove(txt_name.as_str());
+        let kept = at.and_then(|at| {
+            let position = self.kept[at].take()?;
+            let values = &self.index.registry_txt[at].1.values;
+            values
+                .get(usize::try_from(position).ok()?)
+                .map(|(raw, _)| *raw)
+        });
         let present = self.index.registry_values(&txt_name);
         let edit = self.edits.entry(txt_name).or_default();
         for (raw, labels) in present {
@@ -167,7 +182,11 @@ impl<'r> OwnershipLedger<'r> {
     /// Removes every ownership value of ours at `txt_name`.
     pub fn release(&mut self, txt_name: &str) {
         // A value claimed and kept stays: releasing ours there and adding it back is no change.
-        if self.kept.contains_key(txt_name) {
+        if self
+            .index
+            .txt_at(txt_name)
+            .is_some_and(|at| self.kept[at].is_some())
+        {
             return;
         }
         let owner_id = self.owner_id();
@@ -220,36 +239,38 @@ impl<'r> OwnershipLedger<'r> {
     /// The claims and releases as changes of TXT RRsets; `listed` gives the TXT RRset listed at
     /// a name. A claim where nothing is listed creates; one that leaves no value deletes.
     pub fn changes(&mut self, listed: impl Fn(&str) -> Option<&'r Endpoint>) -> Vec<TxtChange> {
-        std::mem::take(&mut self.edits)
-            .into_iter()
-            .filter_map(|(txt_name, edit)| {
-                let existing = listed(&txt_name);
-                let before: Targets = existing.map(|r| r.targets.clone()).unwrap_or_default();
-                let after: Targets = before
-                    .iter()
-                    .filter(|value| !edit.remove.contains(*value))
-                    .cloned()
-                    .chain(edit.add)
-                    .collect();
-                if after == before {
-                    return None;
-                }
-                Some(match existing {
-                    None => TxtChange::Create(Endpoint {
-                        dns_name: txt_name,
-                        record_type: RecordType::TXT,
-                        targets: after,
-                        ttl: Some(DEFAULT_TTL),
-                        resource: None,
-                    }),
-                    Some(existing) if after.is_empty() => TxtChange::Delete(existing.clone()),
-                    Some(existing) => TxtChange::Update(Endpoint {
-                        targets: after,
-                        ..existing.clone()
-                    }),
-                })
+        let edits = std::mem::take(&mut self.edits);
+        // Sized once: a first pass makes one per record, and a vector grown to them holds
+        // spare room and, while it grows, two copies.
+        let mut changes = Vec::with_capacity(edits.len());
+        changes.extend(edits.into_iter().filter_map(|(txt_name, edit)| {
+            let existing = listed(&txt_name);
+            let before: Targets = existing.map(|r| r.targets.clone()).unwrap_or_default();
+            let after: Targets = before
+                .iter()
+                .filter(|value| !edit.remove.contains(*value))
+                .cloned()
+                .chain(edit.add)
+                .collect();
+            if after == before {
+                return None;
+            }
+            Some(match existing {
+                None => TxtChange::Create(Endpoint {
+                    dns_name: txt_name,
+                    record_type: RecordType::TXT,
+                    targets: after,
+                    ttl: Some(DEFAULT_TTL),
+                    resource: None,
+                }),
+                Some(existing) if after.is_empty() => TxtChange::Delete(existing.clone()),
+                Some(existing) => TxtChange::Update(Endpoint {
+                    targets: after,
+                    ..existing.clone()
+                }),
             })
-            .collect()
+        }));
+        changes
     }
 }
 

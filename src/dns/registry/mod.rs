@@ -21,8 +21,8 @@ pub use ledger::{Holder, OwnershipLedger, TxtChange};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Endpoint;
 use super::txt_crypto::{CryptoError, TxtCipher, looks_encrypted};
+use super::{Endpoint, sort_later_wins};
 use crate::model::RecordType;
 
 pub const HERITAGE: &str = "external-dns";
@@ -490,11 +490,13 @@ pub struct OwnershipIndex<'r> {
     registry: TxtRegistry,
     /// The TXT name owning each record in the new format (the record's name borrowed from the
     /// TXT name where it is written there as it is).
-    by_record: BTreeMap<(Cow<'r, str>, RecordType), &'r str>,
+    /// Sorted by (name, type), as `registry_txt` by TXT name: sorted vectors, not maps, for a
+    /// resync holds this index for every record beside the listing it borrows from.
+    by_record: Vec<((Cow<'r, str>, RecordType), &'r str)>,
     /// The TXT name owning the records at a name in the legacy format.
     legacy_by_name: BTreeMap<Cow<'r, str>, &'r str>,
     /// TXT names holding at least one heritage value.
-    registry_txt: BTreeMap<&'r str, RegistryTxt<'r>>,
+    registry_txt: Vec<(&'r str, RegistryTxt<'r>)>,
     /// TXT names holding a value that looks encrypted but that our key does not open.
     undecryptable: BTreeSet<String>,
 }
@@ -503,11 +505,18 @@ impl<'r> OwnershipIndex<'r> {
     pub fn from_records(records: &'r [Endpoint], registry: &TxtRegistry) -> Self {
         let mut index = OwnershipIndex {
             registry: registry.clone(),
-            by_record: BTreeMap::new(),
+            by_record: Vec::new(),
             legacy_by_name: BTreeMap::new(),
-            registry_txt: BTreeMap::new(),
+            registry_txt: Vec::new(),
             undecryptable: BTreeSet::new(),
         };
+        // Sized once, as in `Current` of the plan: at most one entry per TXT record.
+        let txt_records = records
+            .iter()
+            .filter(|r| r.record_type == RecordType::TXT)
+            .count();
+        index.by_record.reserve_exact(txt_records);
+        index.registry_txt.reserve_exact(txt_records);
         for record in records.iter().filter(|r| r.record_type == RecordType::TXT) {
             let mut values: Vec<(&'r str, Labels<'r>)> = Vec::new();
             let mut only_ownership = !record.targets.is_empty();
@@ -528,7 +537,7 @@ impl<'r> OwnershipIndex<'r> {
             match registry.covered_by(txt_name) {
                 Covers::Record(name, record_type) => {
                     let name = tail_of(txt_name, name);
-                    index.by_record.insert((name, record_type), txt_name);
+                    index.by_record.push(((name, record_type), txt_name));
                 }
                 Covers::Legacy(name) => {
                     index
@@ -538,15 +547,36 @@ impl<'r> OwnershipIndex<'r> {
                 Covers::OtherType | Covers::Unrelated => {}
             }
             values.shrink_to_fit();
-            index.registry_txt.insert(
+            index.registry_txt.push((
                 txt_name,
                 RegistryTxt {
                     values,
                     only_ownership,
                 },
-            );
+            ));
         }
+        sort_later_wins(&mut index.by_record, |(a, _), (b, _)| a.cmp(b));
+        sort_later_wins(&mut index.registry_txt, |(a, _), (b, _)| a.cmp(b));
         index
+    }
+
+    /// The place of `txt_name` in `registry_txt`.
+    fn txt_at(&self, txt_name: &str) -> Option<usize> {
+        self.registry_txt
+            .binary_search_by(|(name, _)| (*name).cmp(txt_name))
+            .ok()
+    }
+
+    fn txt(&self, txt_name: &str) -> Option<&RegistryTxt<'r>> {
+        self.txt_at(txt_name).map(|at| &self.registry_txt[at].1)
+    }
+
+    /// The new-format TXT name covering `name`/`record_type`.
+    fn covering_txt(&self, name: &str, record_type: RecordType) -> Option<&'r str> {
+        self.by_record
+            .binary_search_by(|((covered, t), _)| (covered.as_ref(), *t).cmp(&(name, record_type)))
+            .ok()
+            .map(|at| self.by_record[at].1)
     }
 
     /// TXT records with a value that looks encrypted but does not open with our key (another
@@ -558,7 +588,7 @@ impl<'r> OwnershipIndex<'r> {
     /// The owner named by the first heritage value at `txt_name`, as external-dns reads it; on
     /// a name shared across clusters, ours when one of its values is our shared one.
     fn owner_at(&self, txt_name: &'r str, legacy: bool) -> Option<Owner<'_>> {
-        let values = &self.registry_txt.get(txt_name)?.values;
+        let values = &self.txt(txt_name)?.values;
         let (_, labels) = values
             .iter()
             .find(|(_, labels)| labels.shared.is_some() && labels.owner == self.registry.owner_id)
@@ -575,8 +605,7 @@ impl<'r> OwnershipIndex<'r> {
     /// The TXT name that owns the record `name`/`record_type` (new format, then legacy).
     pub fn owning_txt(&self, name: &str, record_type: RecordType) -> Option<&'r str> {
         let name = self.registry.registry_name(name);
-        let by_record: &BTreeMap<(Cow<'_, str>, RecordType), &str> = &self.by_record;
-        if let Some(txt_name) = by_record.get(&(Cow::Borrowed(name.as_ref()), record_type)) {
+        if let Some(txt_name) = self.covering_txt(&name, record_type) {
             return Some(txt_name);
         }
         if record_type == RecordType::AAAA {
@@ -589,23 +618,15 @@ impl<'r> OwnershipIndex<'r> {
     /// (which external-dns never applies to AAAA).
     pub fn owner_of(&self, name: &str, record_type: RecordType) -> Option<Owner<'_>> {
         let txt_name = self.owning_txt(name, record_type)?;
-        let legacy = !self
-            .by_record
-            .contains_key(&(self.registry.registry_name(name), record_type));
+        let legacy = self
+            .covering_txt(&self.registry.registry_name(name), record_type)
+            .is_none();
         self.owner_at(txt_name, legacy)
-    }
-
-    /// The TXT name as listed and its heritage values, when it holds any.
-    pub fn registry_entry(&self, txt_name: &str) -> Option<(&'r str, &[(&'r str, Labels<'r>)])> {
-        self.registry_txt
-            .get_key_value(txt_name)
-            .map(|(name, txt)| (*name, txt.values.as_slice()))
     }
 
     /// Heritage values (raw text, parsed) stored at `txt_name`.
     pub fn registry_values(&self, txt_name: &str) -> &[(&'r str, Labels<'r>)] {
-        self.registry_txt
-            .get(txt_name)
+        self.txt(txt_name)
             .map(|txt| txt.values.as_slice())
             .unwrap_or(&[])
     }
@@ -616,8 +637,7 @@ impl<'r> OwnershipIndex<'r> {
     pub fn is_registry_record(&self, record: &Endpoint) -> bool {
         record.record_type == RecordType::TXT
             && self
-                .registry_txt
-                .get(record.dns_name.as_str())
+                .txt(record.dns_name.as_str())
                 .is_some_and(|txt| txt.only_ownership)
     }
 
