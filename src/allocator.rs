@@ -7,11 +7,12 @@ use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
 /// 16 are exported). A unit test checks that it is the option the environment variable sets.
 const MI_OPTION_PURGE_DELAY: mi_option_t = 15;
 
-/// Milliseconds mimalloc keeps freed pages before returning them to the OS. Its default, 1 s,
-/// keeps a sync pass's transient peak resident until the heap is next used, so the peak stays
-/// the resident size; returning them after 10 ms keeps the steady size near the live heap
-/// (docs/benchmarks.md, "Memory of `serve`").
-pub const PURGE_DELAY_MS: i64 = 10;
+/// Milliseconds mimalloc keeps freed pages before returning them to the OS: none. Its default,
+/// 1 s, keeps a sync pass's transient peak resident until the heap is next used, so the peak
+/// stays the resident size; purged at once, the pages a pass frees are back before the next
+/// pass, and a resync's peak adds to the live heap only. The webhook and the DNS server do not
+/// notice (docs/benchmarks.md, "Memory of `serve`").
+pub const PURGE_DELAY_MS: i64 = 0;
 
 /// Applies [`PURGE_DELAY_MS`] unless the operator set `MIMALLOC_PURGE_DELAY`. Call it first in
 /// `main`, before any other thread runs: mimalloc's option setters are not thread-safe.
