@@ -17,7 +17,7 @@ mod counting;
 
 use std::hash::BuildHasher;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gateway_dns::model::Name;
 
@@ -33,9 +33,9 @@ trait Map {
     fn get(&self, name: &str) -> Option<u32>;
 }
 
-struct Ord(imbl::OrdMap<Name, u32>);
+struct BTree(imbl::OrdMap<Name, u32>);
 
-impl Map for Ord {
+impl Map for BTree {
     fn label(&self) -> &'static str {
         "imbl OrdMap (the index's)"
     }
@@ -44,12 +44,12 @@ impl Map for Ord {
     }
 }
 
-struct Hash<S: BuildHasher + Clone>(
+struct Hamt<S: BuildHasher + Clone>(
     imbl::GenericHashMap<Name, u32, S, imbl::shared_ptr::DefaultSharedPtr>,
     &'static str,
 );
 
-impl<S: BuildHasher + Clone> Map for Hash<S> {
+impl<S: BuildHasher + Clone> Map for Hamt<S> {
     fn label(&self) -> &'static str {
         self.1
     }
@@ -106,15 +106,15 @@ fn main() {
         .unwrap_or(20_000);
     let names = names(routes);
     let keys = || names.iter().map(|n| (Name::new(n), 0u32));
-    let (ord, ord_heap) = built(|| Ord(keys().collect()));
+    let (ord, ord_heap) = built(|| BTree(keys().collect()));
     let (sip, sip_heap) = built(|| {
-        Hash(
+        Hamt(
             keys().collect::<imbl::GenericHashMap<_, _, std::hash::RandomState, _>>(),
             "imbl HashMap, SipHash",
         )
     });
     let (fold, fold_heap) = built(|| {
-        Hash(
+        Hamt(
             keys().collect::<imbl::GenericHashMap<_, _, foldhash::fast::RandomState, _>>(),
             "imbl HashMap, foldhash",
         )
@@ -155,5 +155,4 @@ fn main() {
             (heap - text_heap) as f64 / names.len() as f64
         );
     }
-    black_box(Duration::ZERO);
 }

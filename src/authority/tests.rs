@@ -191,6 +191,28 @@ fn changes_merge_in_order_and_only_secondaries_get_a_journal() {
     );
 }
 
+/// Of two changes of one RRset in a batch, the later is the one merged (a delete then a write,
+/// as an apply lists them, writes; a write then a delete deletes).
+#[test]
+fn the_later_change_of_one_rrset_in_a_batch_is_merged() {
+    let mut zone = Zone::new("example.com".into(), 1);
+    let a = |ip: &str| Endpoint::new("b.example.com", RecordType::A, [ip]).with_ttl(60);
+    let (first, second) = (a("192.0.2.1"), a("192.0.2.2"));
+    let touched: Touched<'_> = [(first.key(), None), (second.key(), Some(&second))]
+        .into_iter()
+        .collect();
+    assert!(zone.merge(&touched, false).is_some());
+    let held = zone
+        .rrset("b.example.com", RecordType::A)
+        .map(|set| set.targets.to_vec());
+    assert_eq!(held, Some(vec!["192.0.2.2".into()]));
+    let touched: Touched<'_> = [(first.key(), Some(&first)), (second.key(), None)]
+        .into_iter()
+        .collect();
+    assert!(zone.merge(&touched, false).is_some());
+    assert!(zone.rrset("b.example.com", RecordType::A).is_none());
+}
+
 /// One request over UDP to `server`, its answer decoded.
 async fn ask_over_udp(client: &UdpSocket, server: SocketAddr, request: &Message) -> Message {
     client
