@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_dns::dns::provider::rfc2136::Rfc2136Provider;
+use gateway_dns::dns::provider::rfc2136::{MESSAGE_BUDGET, Rfc2136Provider, create_batches};
 use gateway_dns::dns::{Endpoint, Provider, registry};
 use gateway_dns::engine::World;
 use gateway_dns::index::Index;
@@ -55,7 +55,10 @@ fn desired_records(count: usize) -> Vec<Endpoint> {
 fn nsupdate_script(server: SocketAddr, desired: &[Endpoint], batch_size: usize) -> String {
     let changes = plan(desired, &[], OWNER, Policy::Sync, &[ZONE.to_string()]).changes;
     let mut script = format!("server {} {}\nzone {ZONE}\n", server.ip(), server.port());
-    for batch in changes.create.chunks(batch_size) {
+    let mut rest = changes.create.as_slice();
+    for count in create_batches(rest, batch_size) {
+        let (batch, after) = rest.split_at(count);
+        rest = after;
         for endpoint in batch {
             let name = &endpoint.dns_name;
             let rtype = endpoint.record_type;
@@ -187,7 +190,7 @@ async fn main() {
     let messages = provider.stats().update_messages.load(Ordering::Relaxed);
     let rate = |d: Duration| (2 * count) as f64 / d.as_secs_f64();
     println!(
-        "(b) converge {count} records into an empty zone: gateway-dns {:.2} s ({:.0} RRsets/s, {messages} UPDATE messages of <= {batch_size} RRsets)",
+        "(b) converge {count} records into an empty zone: gateway-dns {:.2} s ({:.0} RRsets/s, {messages} UPDATE messages of <= {batch_size} RRsets and <= {MESSAGE_BUDGET} bytes of records)",
         ours_time.as_secs_f64(),
         rate(ours_time)
     );

@@ -15,6 +15,32 @@ impl<'a, T> HalvingBatches<'a, T> {
         }
     }
 
+    /// Batches of at most `batch_size` changes whose `weight`s add up to at most `max_weight`,
+    /// in order; a change heavier than `max_weight` goes alone.
+    pub fn packed(
+        changes: &'a [T],
+        batch_size: usize,
+        max_weight: usize,
+        weight: impl Fn(&T) -> usize,
+    ) -> Self {
+        let batch_size = batch_size.max(1);
+        let mut pending = Vec::new();
+        let (mut start, mut load) = (0, 0);
+        for (i, change) in changes.iter().enumerate() {
+            let w = weight(change);
+            if i > start && (i - start == batch_size || load + w > max_weight) {
+                pending.push(&changes[start..i]);
+                (start, load) = (i, 0);
+            }
+            load += w;
+        }
+        if start < changes.len() {
+            pending.push(&changes[start..]);
+        }
+        pending.reverse();
+        Self { pending }
+    }
+
     /// The server refused `batch` for its content. Returns false when it is a single change:
     /// that one is the culprit, to be reported; a larger batch is split and sent again.
     pub fn split_rejected(&mut self, batch: &'a [T]) -> bool {
@@ -73,11 +99,29 @@ mod tests {
             ]
         );
         let none: [u32; 0] = [];
+        assert_eq!(HalvingBatches::packed(&none, 4, 10, |_| 1).count(), 0);
         assert_eq!(HalvingBatches::new(&none, 4).count(), 0);
         assert_eq!(
             HalvingBatches::new(&changes, 0).count(),
             10,
             "a zero size means one"
         );
+    }
+
+    #[test]
+    fn packed_batches_stop_at_the_count_or_the_weight_whichever_comes_first() {
+        let changes: Vec<usize> = vec![3, 3, 3, 1, 1, 1, 1, 1, 9, 12, 2, 2];
+        let batches: Vec<&[usize]> = HalvingBatches::packed(&changes, 4, 10, |w| *w).collect();
+        assert_eq!(
+            batches,
+            [&[3, 3, 3, 1][..], &[1, 1, 1, 1], &[9], &[12], &[2, 2],],
+            "a weight of 10 and 4 changes at most; 12 alone"
+        );
+        let mut halving = HalvingBatches::packed(&changes, 100, 100, |w| *w);
+        let whole = halving.next().unwrap();
+        assert_eq!(whole, &changes[..]);
+        assert!(halving.split_rejected(whole));
+        assert_eq!(halving.next().unwrap(), &changes[..6]);
+        assert_eq!(HalvingBatches::packed(&changes, 0, 100, |w| *w).count(), 12);
     }
 }

@@ -1,7 +1,8 @@
 //! RFC 2136 dynamic updates (BIND 9 and friends), signed with TSIG; listing by AXFR over TCP.
 //!
-//! Updates are batched per zone, at most `batch_size` RRset operations per UPDATE message,
-//! sent one after the other over one TCP connection. Each message is atomic on the server.
+//! Updates are batched per zone, at most `batch_size` RRset operations per UPDATE message and
+//! fewer when they would not fit in [`MESSAGE_BUDGET`] bytes, sent one after the other over one
+//! TCP connection. Each message is atomic on the server.
 //! Creates carry an "RRset does not exist" prerequisite, so a record that appeared since the
 //! listing is never overwritten (the batch fails, the next pass re-lists and reports it).
 //!
@@ -122,7 +123,8 @@ pub struct Rfc2136Config {
     pub tsig: Option<TsigKey>,
     /// Per network operation (connect, one message exchange, one AXFR message).
     pub timeout: Duration,
-    /// RRset operations per UPDATE message.
+    /// RRset operations per UPDATE message, at most: fewer when they would not fit in
+    /// [`MESSAGE_BUDGET`] bytes.
     pub batch_size: usize,
 }
 
@@ -137,10 +139,16 @@ impl Rfc2136Config {
             zones: zones.iter().map(|z| canonical(z).into_owned()).collect(),
             tsig,
             timeout: Duration::from_secs(10),
-            batch_size: 200,
+            batch_size: 1000,
         }
     }
 }
+
+/// The bytes of an UPDATE message's records, at most: a message over TCP stops at 64 KiB, and
+/// the header, the zone and a TSIG record need room too. Each message is a version of the zone
+/// the server commits and journals on its own, and that its secondaries' IXFR walks: fewer,
+/// fuller messages.
+pub const MESSAGE_BUDGET: usize = 60_000;
 
 /// Traffic counters (for tests and benchmarks).
 #[derive(Debug, Default)]
@@ -279,6 +287,68 @@ impl Operation<'_> {
             Operation::Shared(edit) => &edit.dns_name,
         }
     }
+
+    /// An upper bound of the bytes the operation takes in an UPDATE message (names taken
+    /// uncompressed): what batches are packed by, to stay within a message.
+    fn size_bound(&self) -> usize {
+        let owned = |owned_by: &Option<&Endpoint>| owned_by.map_or(0, endpoint_bound);
+        match self {
+            Operation::Delete(e, owned_by) => rrset_bound(&e.dns_name, []) + owned(owned_by),
+            Operation::Replace(e, owned_by) => {
+                rrset_bound(&e.dns_name, []) + endpoint_bound(e) + owned(owned_by)
+            }
+            Operation::Create(e) => rrset_bound(&e.dns_name, []) + endpoint_bound(e),
+            Operation::Shared(edit) => {
+                let as_listed = |name: &str, listed: &Option<Endpoint>| {
+                    listed
+                        .as_ref()
+                        .map_or_else(|| rrset_bound(name, []), endpoint_bound)
+                };
+                let txt = [&edit.txt_remove, &edit.txt_add].into_iter().flatten();
+                as_listed(&edit.txt_name, &edit.listed_txt)
+                    + as_listed(&edit.dns_name, &edit.listed)
+                    + rrset_bound(&edit.txt_name, txt.map(String::as_str))
+                    + rrset_bound(
+                        &edit.dns_name,
+                        edit.add.iter().chain(&edit.remove).map(String::as_str),
+                    )
+            }
+        }
+    }
+}
+
+/// How many of `creates` each UPDATE message carries, in order, as [`Rfc2136Provider`] packs
+/// them (a benchmark's `nsupdate` baseline sends the same batches).
+pub fn create_batches(creates: &[Endpoint], batch_size: usize) -> Vec<usize> {
+    let operations: Vec<Operation<'_>> = creates.iter().map(Operation::Create).collect();
+    HalvingBatches::packed(
+        &operations,
+        batch_size,
+        MESSAGE_BUDGET,
+        Operation::size_bound,
+    )
+    .map(<[_]>::len)
+    .collect()
+}
+
+/// The bytes of `name`'s records of `values` in a message, at most, and of one record without
+/// data besides: a name takes at most its text and two bytes; a record's type, class, TTL and
+/// length ten more; its data at most the value's text and two bytes (a TXT string's length
+/// byte per 255), or the 16 of an AAAA address.
+fn rrset_bound<'a>(name: &str, values: impl IntoIterator<Item = &'a str>) -> usize {
+    let record = name.len() + 2 + 10;
+    let mut bytes = record;
+    for value in values {
+        bytes += record + (value.len() + 2 + value.len() / 255).max(16);
+    }
+    bytes
+}
+
+fn endpoint_bound(endpoint: &Endpoint) -> usize {
+    rrset_bound(
+        &endpoint.dns_name,
+        endpoint.targets.iter().map(String::as_str),
+    )
 }
 
 impl Rfc2136Provider {
@@ -660,7 +730,12 @@ impl Rfc2136Provider {
             let zone_name = wire_name(zone).map_err(|e| Error::Encode(e.to_string()))?;
             let label = format!("update of zone {zone}");
             // One bad change cannot hold back the others: see HalvingBatches.
-            let mut batches = HalvingBatches::new(&operations, self.config.batch_size);
+            let mut batches = HalvingBatches::packed(
+                &operations,
+                self.config.batch_size,
+                MESSAGE_BUDGET,
+                Operation::size_bound,
+            );
             let rejected_before = rejected.len();
             let mut accepted = 0u32;
             while let Some(batch) = batches.next() {
@@ -1020,6 +1095,66 @@ fn unix_now() -> u64 {
 mod tests {
     use super::*;
     use crate::model::RecordType;
+
+    #[test]
+    fn batches_are_packed_by_bytes_and_each_message_fits() {
+        let provider = Rfc2136Provider::new(Rfc2136Config::new(
+            "127.0.0.1:53".parse::<SocketAddr>().unwrap(),
+            vec!["example.com".into()],
+            None,
+        ))
+        .unwrap();
+        let zone = wire_name("example.com").unwrap();
+        // Long names and ownership values, and short ones: the count stops the short.
+        let endpoints: Vec<Endpoint> = (0..4000)
+            .map(|i| {
+                let (label, value) = match i < 3000 {
+                    true => (format!("{i}-{}", "x".repeat(55)), "v".repeat(300)),
+                    false => (format!("s{i}"), "v".to_string()),
+                };
+                match i % 2 {
+                    0 => Endpoint::new(
+                        &format!("{label}.example.com"),
+                        RecordType::A,
+                        ["192.0.2.1"],
+                    ),
+                    _ => Endpoint::new(&format!("a-{label}.example.com"), RecordType::TXT, [value]),
+                }
+            })
+            .collect();
+        let operations: Vec<Operation<'_>> = endpoints.iter().map(Operation::Create).collect();
+        let batches: Vec<&[Operation<'_>]> =
+            HalvingBatches::packed(&operations, 500, MESSAGE_BUDGET, Operation::size_bound)
+                .collect();
+        let mut sizes = Vec::new();
+        for batch in &batches {
+            let bound: usize = batch.iter().map(Operation::size_bound).sum();
+            let bytes = provider
+                .update_message(&zone, batch)
+                .unwrap()
+                .to_vec()
+                .unwrap();
+            assert!(
+                bytes.len() <= bound,
+                "{} bytes over the bound {bound}",
+                bytes.len()
+            );
+            sizes.push((batch.len(), bytes.len()));
+        }
+        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 4000);
+        assert!(
+            sizes.iter().all(|&(_, bytes)| bytes < 65_535 - 1_000),
+            "room for a TSIG record: {sizes:?}"
+        );
+        assert!(
+            sizes.iter().any(|&(count, _)| count == 500),
+            "the short ones by count: {sizes:?}"
+        );
+        assert!(
+            sizes[0].1 > 30_000,
+            "the long ones fill a message by half at least: {sizes:?}"
+        );
+    }
 
     #[test]
     fn update_message_layout() {
