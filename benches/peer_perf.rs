@@ -17,7 +17,7 @@
 //!   messages per resync (from BIND's log: one `approved` line per signed UPDATE).
 //!
 //! Needs `GATEWAY_DNS_CONTROL_PLANE` and `GATEWAY_DNS_PEER`. Run: `cargo bench --bench peer_perf
-//! [-- --applies N --burst M --sizes 1000,10000 --window SECS --out FILE]`; scripts/benchmarks
+//! [-- --applies N --burst M --sizes 1000,10000 --window SECS --spawns K --out FILE]`; scripts/benchmarks
 //! writes docs/benchmarks.md with it. `GATEWAY_DNS_BENCH_BINARY=PATH` runs another build of
 //! gateway-dns (to alternate an old and a new one).
 
@@ -26,6 +26,8 @@
 mod route_api;
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "support/zone_watch.rs"]
+mod zone_watch;
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, UdpSocket};
@@ -39,6 +41,7 @@ use serde_json::{Value, json};
 use support::bind::{Bind, KEY_NAME};
 use support::cluster::{ControlPlane, Serve};
 use support::extdns::{self, ExternalDns};
+use zone_watch::ZoneWatch;
 
 const NAMESPACES: usize = 20;
 const ADDRESS: &str = "203.0.113.10";
@@ -373,8 +376,12 @@ async fn burst(
         return (Duration::ZERO, 0);
     }
     let before = updates(bind);
-    let started = Instant::now();
     let label = tool.label();
+    let names: Vec<String> = (0..count)
+        .map(|i| format!("burst-{label}-{i}.example.com"))
+        .collect();
+    let mut watch = ZoneWatch::new(bind.addr(), "example.com", bind.tsig_key(), &names);
+    let started = Instant::now();
     futures::stream::iter(0..count)
         .map(|i| {
             let name = format!("burst-{label}-{i}");
@@ -388,24 +395,16 @@ async fn burst(
         .try_collect::<Vec<()>>()
         .await
         .unwrap();
-    let prefix = format!("burst-{label}-");
-    loop {
-        let names = bind
-            .axfr()
-            .iter()
-            .filter(|rr| rr.rtype == "A" && rr.name.starts_with(&prefix))
-            .count();
-        if names >= count {
-            break;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "{label} published {names} of the burst's {count} names; log:\n{}",
+    let Some(wall) = watch
+        .wait_all(started, Duration::from_millis(5), LIMIT)
+        .await
+    else {
+        panic!(
+            "{label} published {} of the burst's {count} names; log:\n{}",
+            count - watch.missing(),
             running.log_tail()
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let wall = started.elapsed();
+    };
     // The ownership records of the last names may still be on their way.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let burst_updates = updates(bind) - before;
@@ -543,7 +542,9 @@ fn spawn_breakdown(log: &str, spawned: f64, converged: f64) -> String {
 
 struct Scale {
     breakdown: Option<String>,
-    converge: Duration,
+    /// The median wall time, and each spawn's in order.
+    converge: f64,
+    walls: Vec<f64>,
     converge_cpu: f64,
     first_pass_updates: usize,
     peak_rss_mib: f64,
@@ -554,50 +555,74 @@ struct Scale {
     updates_per_resync: Option<f64>,
 }
 
-async fn scale(bench: &Bench, tool: Tool, hostnames: &[String], window: Duration) -> Scale {
+/// One spawn of a tool with every route in the cluster and an empty zone of its own, until
+/// every name is in DNS.
+struct Spawn {
+    converge: Duration,
+    cpu: f64,
+    peak_rss_mib: f64,
+    /// The spawn's time (Unix seconds).
+    unix: f64,
+}
+
+async fn spawn(bench: &Bench, tool: Tool, hostnames: &[String]) -> (Spawn, Running, Bind) {
     let bind = Bind::start("example.com", "");
+    // Every route's name in the zone, to within the watch's poll of 5 ms.
+    let mut watch = ZoneWatch::new(bind.addr(), "example.com", bind.tsig_key(), hostnames);
     let running = bench.start_tool(tool, &bind, Some(STEADY_INTERVAL));
     // From the process's spawn: what the harness does before it (gateway-dns's test
     // certificates, which a cluster gets from a Secret) is not the tool's time.
     let started = Instant::now();
-    let spawn_unix = extdns::unix_now();
-    let pid = running.pid();
-    // Every route's name resolving, asked one name at a time in a fixed order every 5 ms: a
-    // name that answers is not asked again (nothing is deleted at spawn), so each poll costs a
-    // query or a few, and BIND is not read whole (an AXFR every poll cost both tools CPU and
-    // added its own duration and the poll's to the wall time).
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let (mut resolved, mut id) = (0, 0u16);
-    loop {
-        while resolved < hostnames.len() {
-            id = id.wrapping_add(1);
-            if !resolves(&socket, bind.addr(), &hostnames[resolved], id) {
-                break;
-            }
-            resolved += 1;
-        }
-        if resolved == hostnames.len() {
-            break;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "{}: {resolved} of {} names resolve; log:\n{}",
+    let unix = extdns::unix_now();
+    let Some(converge) = watch
+        .wait_all(started, Duration::from_millis(5), LIMIT)
+        .await
+    else {
+        panic!(
+            "{}: {} of {} names missing; log:\n{}",
             tool.label(),
+            watch.missing(),
             hostnames.len(),
             running.log_tail()
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let converge = started.elapsed();
-    let converge_cpu = bench.cpu_seconds(pid);
-    let peak_rss_mib = peak_rss_kib(pid) as f64 / 1024.0;
+    };
+    let pid = running.pid();
+    let spawn = Spawn {
+        converge,
+        cpu: bench.cpu_seconds(pid),
+        peak_rss_mib: peak_rss_kib(pid) as f64 / 1024.0,
+        unix,
+    };
+    (spawn, running, bind)
+}
+
+/// The middle value (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// A spawn (see [`spawn`]) and a steady window after it; `earlier` are spawns of the same tool
+/// made before, each stopped once its names were in: the spawn figures are the median of all.
+async fn scale(
+    bench: &Bench,
+    tool: Tool,
+    hostnames: &[String],
+    window: Duration,
+    earlier: Vec<Spawn>,
+) -> Scale {
+    let (latest, running, bind) = spawn(bench, tool, hostnames).await;
+    let (converge, spawn_unix) = (latest.converge, latest.unix);
+    let started = Instant::now();
+    let pid = running.pid();
+    let mut spawns = earlier;
+    spawns.push(latest);
+    let walls: Vec<f64> = spawns.iter().map(|s| s.converge.as_secs_f64()).collect();
+    let converge_cpu = median(spawns.iter().map(|s| s.cpu).collect());
+    let peak_rss_mib = median(spawns.iter().map(|s| s.peak_rss_mib).collect());
     // The names resolve before the last UPDATEs of the first pass (ownership records) are in:
     // count them once that pass has completed.
-    let spawned = extdns::unix_now() - converge.as_secs_f64();
-    while running.last_sync().await.is_none_or(|at| at < spawned) {
+    while running.last_sync().await.is_none_or(|at| at < spawn_unix) {
         assert!(
             started.elapsed() < LIMIT,
             "{}: the first pass does not complete; log:\n{}",
@@ -644,7 +669,8 @@ async fn scale(bench: &Bench, tool: Tool, hostnames: &[String], window: Duration
     drop(running);
     Scale {
         breakdown,
-        converge,
+        converge: median(walls.clone()),
+        walls,
         converge_cpu,
         first_pass_updates,
         peak_rss_mib,
@@ -670,6 +696,8 @@ struct Options {
     burst: usize,
     sizes: Vec<usize>,
     window: Duration,
+    /// Spawns of each tool per size (the spawn figures are their median).
+    spawns: usize,
     out: Option<PathBuf>,
 }
 
@@ -679,6 +707,7 @@ fn options() -> Options {
         burst: 1_000,
         sizes: vec![1_000, 10_000],
         window: Duration::from_secs(60),
+        spawns: 5,
         out: None,
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -691,6 +720,7 @@ fn options() -> Options {
                 options.sizes = value().split(',').map(|s| s.parse().unwrap()).collect();
             }
             "--window" => options.window = Duration::from_secs(value().parse().unwrap()),
+            "--spawns" => options.spawns = value().parse::<usize>().unwrap().max(1),
             "--out" => options.out = Some(PathBuf::from(value())),
             other => panic!("unknown argument {other}"),
         }
@@ -818,20 +848,55 @@ fn main() {
                 }))
                 .map(|name| format!("{name}.example.com"))
                 .collect();
-            let ours = scale(&bench, Tool::GatewayDns, &hostnames, options.window).await;
-            let theirs = scale(&bench, Tool::ExternalDns, &hostnames, options.window).await;
+            // Spawns alternated between the tools, each but the last stopped at once: a
+            // spawn's wall time moves with the machine more than the tools differ.
+            let (mut ours_earlier, mut theirs_earlier) = (Vec::new(), Vec::new());
+            for _ in 1..options.spawns {
+                ours_earlier.push(spawn(&bench, Tool::GatewayDns, &hostnames).await.0);
+                theirs_earlier.push(spawn(&bench, Tool::ExternalDns, &hostnames).await.0);
+            }
+            let ours = scale(
+                &bench,
+                Tool::GatewayDns,
+                &hostnames,
+                options.window,
+                ours_earlier,
+            )
+            .await;
+            let theirs = scale(
+                &bench,
+                Tool::ExternalDns,
+                &hostnames,
+                options.window,
+                theirs_earlier,
+            )
+            .await;
             let label = format!("{size} routes");
+            let spawns = options.spawns;
+            let walls = |walls: &[f64]| {
+                walls
+                    .iter()
+                    .map(|w| format!("{w:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            notes.push(format!(
+                "{label}: wall time of each spawn, spawn → all names in DNS (s): gateway-dns {}; \
+                 external-dns {}.",
+                walls(&ours.walls),
+                walls(&theirs.walls)
+            ));
             row(
-                format!("{label}: CPU seconds, spawn → all names in DNS"),
+                format!("{label}: CPU seconds, spawn → all names in DNS (median of {spawns})"),
                 ours.converge_cpu,
                 theirs.converge_cpu,
                 "s",
                 2,
             );
             row(
-                format!("{label}: wall time, spawn → all names in DNS"),
-                ours.converge.as_secs_f64(),
-                theirs.converge.as_secs_f64(),
+                format!("{label}: wall time, spawn → all names in DNS (median of {spawns})"),
+                ours.converge,
+                theirs.converge,
                 "s",
                 2,
             );
@@ -843,7 +908,7 @@ fn main() {
                 0,
             );
             row(
-                format!("{label}: peak RSS (VmHWM)"),
+                format!("{label}: peak RSS (VmHWM, median of {spawns})"),
                 ours.peak_rss_mib,
                 theirs.peak_rss_mib,
                 "MiB",
@@ -890,7 +955,7 @@ fn main() {
             ));
             if let Some(breakdown) = &ours.breakdown {
                 notes.push(format!(
-                    "{label}: gateway-dns from spawn (its log): {breakdown}."
+                    "{label}: gateway-dns from its last spawn (its log): {breakdown}."
                 ));
             }
         }
@@ -932,12 +997,14 @@ fn main() {
            checks once a second whether to run). UPDATE messages: `signer … approved` lines in \
            BIND's log over the applies.\n\
          - **burst**: the routes created at once (16 requests in flight, each with its status), \
-           from the first create until BIND's zone (read by AXFR every 20 ms) holds every name; \
+           from the first create until BIND's zone holds every name (watched as below); \
            UPDATE messages until then plus 2 s. They are deleted after.\n\
          - **spawn → all names in DNS**: routes (one hostname each, 20 namespaces, all accepted) \
-           exist before the tool starts; wall time from the process's spawn until every name \
-           resolves at the tool's BIND (asked by UDP every 5 ms, one name after another in a \
-           fixed order, each until it answers); CPU is utime+stime from /proc/PID/stat then; \
+           exist before the tool starts; wall time from the process's spawn until the tool's \
+           BIND serves every name (its SOA serial asked every 5 ms, each new serial's records \
+           read by IXFR: no query per name, whatever order the tool writes in); CPU is \
+           utime+stime from /proc/PID/stat then; each figure is the median of {spawns} spawns \
+           per tool, alternated between the tools (the wall time of each is in the notes); \
            peak RSS is VmHWM then; UPDATE messages (counted as below) once the tool reports \
            its first pass complete.\n\
          - **steady state**: both with `--interval={STEADY_INTERVAL}`, nothing changing, over a \
@@ -956,7 +1023,8 @@ fn main() {
             .map(|n| format!("- {n}"))
             .collect::<Vec<_>>()
             .join("\n"),
-        window = options.window.as_secs()
+        window = options.window.as_secs(),
+        spawns = options.spawns,
     );
     print!("{document}");
     if let Some(path) = options.out {

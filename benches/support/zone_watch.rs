@@ -1,0 +1,182 @@
+//! When a BIND zone holds every one of a set of names, to within a poll: the zone's SOA serial
+//! is asked by UDP every few milliseconds, and each new serial's differences are read by an
+//! incremental transfer (IXFR, RFC 1995). No name is asked for on its own, so the watch neither
+//! loads the server with a query per name nor lags behind it by one (a poll that asks name by
+//! name, one at a time, reaches the last name well after the server holds it), and the order
+//! in which a tool writes its names does not matter.
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gateway_dns::dns::provider::rfc2136::{ServerAddress, read_answer, soa_serial_of};
+use gateway_dns::tsig::TsigKey;
+use hickory_proto::op::{Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+pub struct ZoneWatch {
+    server: SocketAddr,
+    zone: Name,
+    key: TsigKey,
+    socket: UdpSocket,
+    serial: u32,
+    /// The names watched (lower case, no final dot), and those without an A record yet.
+    names: HashSet<String>,
+    missing: HashSet<String>,
+}
+
+impl ZoneWatch {
+    /// Watches `zone` at `server` for an A record at each of `names`; `key` may transfer it.
+    pub fn new(server: SocketAddr, zone: &str, key: TsigKey, names: &[String]) -> ZoneWatch {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let names: HashSet<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+        let mut watch = ZoneWatch {
+            server,
+            zone: Name::from_ascii(format!("{zone}.")).unwrap(),
+            key,
+            socket,
+            serial: 0,
+            missing: names.clone(),
+            names,
+        };
+        watch.serial = watch.soa_serial().expect("the zone's SOA");
+        watch
+    }
+
+    /// How many names are still missing.
+    pub fn missing(&self) -> usize {
+        self.missing.len()
+    }
+
+    /// Polls every `every` until every name is in or `limit` has passed since `started`;
+    /// returns when the serial that completed the set was first seen (a name is in DNS from
+    /// the moment its serial is served), or when its transfer ended if the server had moved
+    /// past the serial polled by then.
+    pub async fn wait_all(
+        &mut self,
+        started: Instant,
+        every: Duration,
+        limit: Duration,
+    ) -> Option<Duration> {
+        while started.elapsed() < limit {
+            let Some(serial) = self.soa_serial() else {
+                tokio::time::sleep(every).await;
+                continue;
+            };
+            let seen = started.elapsed();
+            if serial != self.serial {
+                let read = self.read_changes().await;
+                if self.missing.is_empty() {
+                    return Some(if read == serial {
+                        seen
+                    } else {
+                        started.elapsed()
+                    });
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+        None
+    }
+
+    fn soa_serial(&self) -> Option<u32> {
+        let id = fastrand::u16(..);
+        let mut query = Message::new(id, MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(self.zone.clone(), RecordType::SOA));
+        self.socket
+            .send_to(&query.to_vec().ok()?, self.server)
+            .ok()?;
+        let mut reply = [0u8; 1232];
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            let (len, _) = self.socket.recv_from(&mut reply).ok()?;
+            if let Ok(message) = Message::from_vec(&reply[..len])
+                && message.metadata.id == id
+            {
+                return soa_serial_of(&message);
+            }
+        }
+        None
+    }
+
+    /// Reads the differences from the known serial to the server's, and counts the names they
+    /// add; returns the serial read to.
+    async fn read_changes(&mut self) -> u32 {
+        let id = fastrand::u16(..);
+        let mut query = Message::new(id, MessageType::Query, OpCode::Query);
+        query.add_query(Query::query(self.zone.clone(), RecordType::IXFR));
+        let soa = SOA::new(
+            self.zone.clone(),
+            self.zone.clone(),
+            self.serial,
+            0,
+            0,
+            0,
+            0,
+        );
+        query.add_authority(Record::from_rdata(self.zone.clone(), 0, RData::SOA(soa)));
+        let signer = self.key.signer().unwrap();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        query.finalize(&signer, now).unwrap();
+        let bytes = query.to_vec().unwrap();
+        let mut stream = TcpStream::connect(self.server).await.unwrap();
+        stream
+            .write_all(&(bytes.len() as u16).to_be_bytes())
+            .await
+            .unwrap();
+        stream.write_all(&bytes).await.unwrap();
+        let address = ServerAddress::new(self.server.ip().to_string(), self.server.port());
+        // RFC 1995 4: the new SOA; then for each version the old SOA, the records it deletes,
+        // the next SOA and the records it adds; the new SOA again. A server without the
+        // versions answers with the zone whole: the new SOA, the records, the new SOA.
+        let (mut soas, mut whole, mut serial, mut done) = (0u32, false, 0, false);
+        loop {
+            let mut len = [0u8; 2];
+            stream.read_exact(&mut len).await.unwrap();
+            let mut buffer = vec![0u8; u16::from_be_bytes(len) as usize];
+            stream.read_exact(&mut buffer).await.unwrap();
+            let message = read_answer(&address, &buffer, id, None, "IXFR").unwrap();
+            for record in message.answers {
+                if let RData::SOA(soa) = &record.data {
+                    soas += 1;
+                    if soas == 1 {
+                        serial = soa.serial;
+                    }
+                    done = soa.serial == serial
+                        && (soas == 1 && serial == self.serial
+                            || soas > 1 && (whole || soas % 2 == 0));
+                    continue;
+                }
+                if soas == 1 {
+                    whole = true;
+                }
+                if record.record_type() != RecordType::A {
+                    continue;
+                }
+                let name = record.name.to_ascii();
+                let name = name.trim_end_matches('.').to_ascii_lowercase();
+                // Deleted in an IXFR after an odd count of SOAs past the first, added after
+                // an even one; everything is added in a zone sent whole.
+                if whole || soas % 2 == 1 {
+                    self.missing.remove(&name);
+                } else if self.names.contains(&name) {
+                    self.missing.insert(name);
+                }
+            }
+            if done {
+                break;
+            }
+        }
+        self.serial = serial;
+        serial
+    }
+}
