@@ -17,10 +17,10 @@ use crate::model::ObjectKind;
 pub struct Config {
     /// How often discovery re-checks which kinds are served (CRDs added, removed, upgraded).
     pub discovery_interval: Duration,
-    /// Objects per list page (initial sync and relists) when lists are paged. The default, 250,
-    /// keeps a relist's transient memory (a page's text is held about twice while it is read)
-    /// small beside the index even for a thousand routes, for a few more round trips on large
-    /// clusters.
+    /// Objects per list page (initial sync and relists) when lists are paged. The default,
+    /// 1,000: the API server's cost per request made a first list of 10,000 routes take 0.86 s in
+    /// pages of 250 and 0.71 s in pages of 1,000 (medians of five); a page's text (a kilobyte
+    /// or a few a route) is held about twice while it is read.
     pub page_size: u32,
     /// List with streaming lists (WatchList) where the server offers them; in pages otherwise,
     /// and always when false.
@@ -42,7 +42,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             discovery_interval: Duration::from_secs(60),
-            page_size: 250,
+            page_size: 1000,
             streaming_lists: true,
             backoff_min: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
