@@ -17,8 +17,8 @@
 //!   messages per resync (from BIND's log: one `approved` line per signed UPDATE).
 //!
 //! Needs `GATEWAY_DNS_CONTROL_PLANE` and `GATEWAY_DNS_PEER`. Run: `cargo bench --bench peer_perf
-//! [-- --applies N --burst M --sizes 1000,10000 --window SECS --spawns K --out FILE]`; scripts/benchmarks
-//! writes docs/benchmarks.md with it. `GATEWAY_DNS_BENCH_BINARY=PATH` runs another build of
+//! [-- --applies N --burst M --sizes 1000,10000 --window SECS --spawns K --out FILE]`;
+//! scripts/benchmarks writes docs/benchmarks.md with it. `GATEWAY_DNS_BENCH_BINARY=PATH` runs another build of
 //! gateway-dns (to alternate an old and a new one).
 
 #[path = "support/route_api.rs"]

@@ -144,6 +144,8 @@ impl ZoneWatch {
             stream.read_exact(&mut len).await.unwrap();
             let mut buffer = vec![0u8; u16::from_be_bytes(len) as usize];
             stream.read_exact(&mut buffer).await.unwrap();
+            // The request is signed because BIND transfers only to the key; its answers are
+            // read without checking their signatures, as a measurement, not a client.
             let message = read_answer(&address, &buffer, id, None, "IXFR").unwrap();
             for record in message.answers {
                 if let RData::SOA(soa) = &record.data {

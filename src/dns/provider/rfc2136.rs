@@ -331,10 +331,10 @@ pub fn create_batches(creates: &[Endpoint], batch_size: usize) -> Vec<usize> {
     .collect()
 }
 
-/// The bytes of `name`'s records of `values` in a message, at most, and of one record without
-/// data besides: a name takes at most its text and two bytes; a record's type, class, TTL and
-/// length ten more; its data at most the value's text and two bytes (a TXT string's length
-/// byte per 255), or the 16 of an AAAA address.
+/// At most the bytes of `name`'s records of `values` in a message, plus one record without
+/// data (an RRset deleted, or a prerequisite on it): a name takes at most its text and two
+/// bytes; a record's type, class, TTL and length ten more; its data at most the value's text
+/// and two bytes (a TXT string's length byte per 255), or the 16 of an AAAA address.
 fn rrset_bound<'a>(name: &str, values: impl IntoIterator<Item = &'a str>) -> usize {
     let record = name.len() + 2 + 10;
     let mut bytes = record;
