@@ -1721,7 +1721,7 @@ const OTHER_TOOLS_FLAGS: [(&str, &[&str]); 13] = [
     // The side-by-side benchmark's own, after `cargo bench --bench peer_perf --`.
     (
         "peer_perf",
-        &["--applies", "--burst", "--sizes", "--window"],
+        &["--applies", "--burst", "--sizes", "--window", "--spawns"],
     ),
     (
         "helm",
