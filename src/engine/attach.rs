@@ -244,7 +244,7 @@ pub(super) fn attach_parent<'w, W: World>(
     if kind == ObjectKind::ListenerSet && !cfg.listener_sets {
         return None;
     }
-    if !parent_accepted_by_status(cfg, route, parent_ref) {
+    if !parent_accepted_by_status(cfg, parent_ref) {
         return None;
     }
     let parent = match kind {
@@ -253,8 +253,8 @@ pub(super) fn attach_parent<'w, W: World>(
     };
     // With `--attachment status` the route's status entry for this parent says which listeners
     // count (its sectionName and port), as external-dns reads it; else the spec does.
-    let (section_name, port) = match (&cfg.attachment, &parent_ref.status) {
-        (AttachmentMode::Status, Some(status)) => (status.section_name.as_deref(), status.port),
+    let (section_name, port) = match (&cfg.attachment, parent_ref.status_listener()) {
+        (AttachmentMode::Status, Some(listener)) => listener,
         _ => (parent_ref.section_name.as_deref(), parent_ref.port),
     };
     let candidates = candidate_listeners(&parent, index, parent_ref, section_name, port, findings)?;
@@ -594,17 +594,17 @@ pub fn origin_of(
 
 /// In `status` mode a parent counts only when the route's status says Accepted=True; in `spec`
 /// mode a parent is dropped only when the status says Accepted=False for the current generation.
-fn parent_accepted_by_status(cfg: &Config, route: &Route, parent_ref: &ParentRef) -> bool {
+fn parent_accepted_by_status(cfg: &Config, parent_ref: &ParentRef) -> bool {
     let status = parent_ref.status.as_ref();
     match cfg.attachment {
         AttachmentMode::Status => status.is_some_and(|s| s.accepted == Acceptance::Accepted),
         // Only a rejection of this very reference (same sectionName) drops it from a prediction.
         AttachmentMode::Spec => !status.is_some_and(|s| {
-            s.section_name == parent_ref.section_name
+            s.listener
+                .as_ref()
+                .is_none_or(|l| l.section_name == parent_ref.section_name)
                 && s.accepted == Acceptance::Rejected
-                && s.observed_generation
-                    .get()
-                    .is_none_or(|g| Some(g) == route.meta.generation.get())
+                && s.current
         }),
     }
 }

@@ -950,22 +950,15 @@ mod raw {
         // spec parentRef on the parent (group, kind, namespace, name; external-dns's match) are
         // kept, on that parentRef, the entry with its sectionName first. The entry keeps its
         // own sectionName and port: with `--attachment status` they choose the listeners.
-        let statuses: Vec<ParentRef> = status
+        let statuses: Vec<(ParentRef, Acceptance, bool)> = status
             .parents
             .into_iter()
             .map(|s| {
                 let (accepted, observed_generation) =
                     accepted(&s.conditions).unwrap_or((Acceptance::Unknown, None));
                 let entry = parent_ref(s.parent_ref, meta.namespace());
-                ParentRef {
-                    status: Some(ParentStatus {
-                        accepted,
-                        observed_generation: observed_generation.into(),
-                        section_name: entry.section_name.clone(),
-                        port: entry.port,
-                    }),
-                    ..entry
-                }
+                let current = observed_generation.is_none_or(|g| Some(g) == meta.generation.get());
+                (entry, accepted, current)
             })
             .collect();
         let parent_refs = spec
@@ -973,11 +966,19 @@ mod raw {
             .into_iter()
             .map(|p| {
                 let mut parent = parent_ref(p, meta.namespace());
-                let same_parent = || statuses.iter().filter(|s| s.same_parent(&parent));
+                let same_parent = || statuses.iter().filter(|(s, ..)| s.same_parent(&parent));
                 parent.status = same_parent()
-                    .find(|s| s.section_name == parent.section_name)
+                    .find(|(s, ..)| s.section_name == parent.section_name)
                     .or_else(|| same_parent().next())
-                    .and_then(|s| s.status.clone());
+                    .map(|(entry, accepted, current)| {
+                        ParentStatus::new(
+                            *accepted,
+                            *current,
+                            entry.section_name.clone(),
+                            entry.port,
+                            &parent,
+                        )
+                    });
                 parent
             })
             .collect();
@@ -1042,6 +1043,62 @@ mod tests {
         let text = value.to_string();
         assert_eq!(decode_json(&text).unwrap(), decode_value(&value).unwrap(),);
         assert!(decode_json(&text).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_status_entry_keeps_its_own_listener_only_where_it_differs_from_the_spec() {
+        let route = |status_ref: serde_json::Value| {
+            let value = json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {"parentRefs": [{"name": "public", "namespace": "infra", "sectionName": "https", "port": 443}]},
+                "status": {"parents": [{"parentRef": status_ref,
+                                        "conditions": [{"type": "Accepted", "status": "True"}]}]}
+            });
+            let Some(Object::Route(route)) = decode_value(&value).unwrap() else {
+                panic!("not a route")
+            };
+            route.parent_refs[0].clone()
+        };
+        let same = route(
+            json!({"name": "public", "namespace": "infra", "sectionName": "https", "port": 443}),
+        );
+        assert_eq!(
+            same.status.as_ref().map(|s| s.listener.is_none()),
+            Some(true)
+        );
+        assert_eq!(same.status_listener(), Some((Some("https"), Some(443))));
+        // The parent alone matches: the entry's own sectionName and port are kept.
+        let other = route(json!({"name": "public", "namespace": "infra", "sectionName": "http"}));
+        assert_eq!(other.status_listener(), Some((Some("http"), None)));
+        let none = route(json!({"name": "public", "namespace": "infra"}));
+        assert_eq!(none.status_listener(), Some((None, None)));
+        let elsewhere = route(json!({"name": "private", "namespace": "infra"}));
+        assert_eq!(elsewhere.status_listener(), None);
+    }
+
+    #[test]
+    fn a_status_entry_is_current_when_it_observed_the_routes_generation_or_names_none() {
+        let current = |observed: serde_json::Value| {
+            let value = json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "web", "namespace": "shop", "generation": 2},
+                "spec": {"parentRefs": [{"name": "public", "namespace": "infra"}]},
+                "status": {"parents": [{"parentRef": {"name": "public", "namespace": "infra"},
+                                        "conditions": [{"type": "Accepted", "status": "False",
+                                                        "observedGeneration": observed}]}]}
+            });
+            let Some(Object::Route(route)) = decode_value(&value).unwrap() else {
+                panic!("not a route")
+            };
+            route.parent_refs[0]
+                .status
+                .as_ref()
+                .map(|s| (s.accepted, s.current))
+        };
+        assert_eq!(current(json!(2)), Some((Acceptance::Rejected, true)));
+        assert_eq!(current(json!(1)), Some((Acceptance::Rejected, false)));
+        assert_eq!(current(json!(null)), Some((Acceptance::Rejected, true)));
     }
 
     #[test]

@@ -605,9 +605,39 @@ pub struct ParentRef {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParentStatus {
     pub accepted: Acceptance,
-    pub observed_generation: OptionalI64,
+    /// The entry's observedGeneration is the route's generation, or it names none: all that
+    /// is read of it, so a flag rather than the number.
+    pub current: bool,
+    /// None when the entry names the spec parentRef's sectionName and port, as controllers
+    /// mostly write it: every stored parentRef holds a status, and a box only where they
+    /// differ keeps it one word.
+    pub listener: Option<Box<StatusListener>>,
+}
+
+/// The sectionName and port of a status entry that differ from its spec parentRef's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StatusListener {
     pub section_name: Option<Box<str>>,
     pub port: Option<i32>,
+}
+
+impl ParentStatus {
+    /// The status of `spec`'s parent, from an entry naming `section_name` and `port`.
+    pub fn new(
+        accepted: Acceptance,
+        current: bool,
+        section_name: Option<Box<str>>,
+        port: Option<i32>,
+        spec: &ParentRef,
+    ) -> ParentStatus {
+        let listener = (section_name != spec.section_name || port != spec.port)
+            .then(|| Box::new(StatusListener { section_name, port }));
+        ParentStatus {
+            accepted,
+            current,
+            listener,
+        }
+    }
 }
 
 impl ParentRef {
@@ -626,6 +656,15 @@ impl ParentRef {
             ParentType::ListenerSet => Some(ObjectKind::ListenerSet),
             ParentType::Other(_) => None,
         }
+    }
+
+    /// The sectionName and port its status entry names, when it has one.
+    pub fn status_listener(&self) -> Option<(Option<&str>, Option<i32>)> {
+        let status = self.status.as_ref()?;
+        Some(match &status.listener {
+            Some(listener) => (listener.section_name.as_deref(), listener.port),
+            None => (self.section_name.as_deref(), self.port),
+        })
     }
 
     /// Same parent object (ignores sectionName and port).
@@ -676,8 +715,11 @@ impl Route {
                         + p.section_name.as_ref().map_or(0, |s| s.len())
                         + p.status
                             .as_ref()
-                            .and_then(|s| s.section_name.as_ref())
-                            .map_or(0, |s| s.len())
+                            .and_then(|s| s.listener.as_ref())
+                            .map_or(0, |l| {
+                                std::mem::size_of::<StatusListener>()
+                                    + l.section_name.as_ref().map_or(0, |s| s.len())
+                            })
                 })
                 .sum::<usize>()
     }
