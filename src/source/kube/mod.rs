@@ -15,9 +15,10 @@
 //! [`KubeSource::removals_held`] says why, and the sync loop writes no deletion.
 //!
 //! A kind's first list is read in pages, each asked for as soon as the previous one's continue
-//! token is read, so the server prepares a page while the source reads the last one: nothing
-//! is stored yet that a page could be held beside, and on kube-apiserver a streaming list was
-//! not quicker to ready (docs/benchmarks.md). Every relist is a streaming list (WatchList:
+//! token is read, so the server prepares a page while the source reads or stores the last one
+//! (a custom resource's list carries its token after its items, a built-in kind's before):
+//! nothing is stored yet that a page could be held beside, and on kube-apiserver a streaming
+//! list was not quicker to ready (docs/benchmarks.md). Every relist is a streaming list (WatchList:
 //! `sendInitialEvents=true` on a watch, one object per event, no page held) where the server
 //! offers it, and in pages (kube-rs's watcher) where it refuses one. A list (the first and
 //! every relist after a 410 or a restart) is gathered as pointers to

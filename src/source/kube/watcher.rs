@@ -84,9 +84,11 @@ pub(super) async fn watch_paged(api: Api<Watched>, feed: &mut Feed) {
     }
 }
 
-/// A list page as it arrives: `metadata` (with the continue token) comes before `items` in
-/// what the API server writes, so the next page is asked for before this one's objects are
-/// read (`on_metadata`).
+/// A list page as it is read: the next page is asked for as soon as `metadata` (with the
+/// continue token) is read (`on_metadata`). kube-apiserver writes it before `items` for a
+/// built-in kind, and after them for a custom resource (an unstructured list's keys are
+/// written in order), so there the next page is asked for once this one's objects are
+/// decoded, while they go to the index.
 pub(super) struct PageSeed<'a> {
     on_metadata: &'a mut dyn FnMut(&ListMeta),
 }
@@ -157,7 +159,8 @@ pub(super) fn continue_token(metadata: &ListMeta) -> Option<&str> {
 }
 
 /// Lists the kind in pages of `page_size`, each page asked for as soon as the previous one's
-/// continue token is read, so the server prepares a page while this one's objects are read.
+/// continue token is read ([`PageSeed`]), so the server prepares a page while this one's
+/// objects are read (a built-in kind's) or go to the index (a custom resource's).
 /// Returns the list's resourceVersion to watch from, or None when this watcher was superseded.
 pub(super) async fn list_in_pages_ahead(
     api: &Api<Watched>,
