@@ -9,18 +9,20 @@ use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gateway_dns::dns::provider::rfc2136::{ServerAddress, read_answer, soa_serial_of};
+use gateway_dns::dns::provider::rfc2136::{
+    IncrementalTransfer, ServerAddress, TransferStep, ZoneTransfer, read_answer, soa_serial_of,
+};
 use gateway_dns::tsig::TsigKey;
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::rdata::SOA;
-use hickory_proto::rr::{Name, RData, Record, RecordType};
+use hickory_proto::rr::{Name, RData, Record, RecordType, TSigner};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 pub struct ZoneWatch {
     server: SocketAddr,
     zone: Name,
-    key: TsigKey,
+    signer: TSigner,
     socket: UdpSocket,
     serial: u32,
     /// The names watched (lower case, no final dot), and those without an A record yet.
@@ -39,7 +41,7 @@ impl ZoneWatch {
         let mut watch = ZoneWatch {
             server,
             zone: Name::from_ascii(format!("{zone}.")).unwrap(),
-            key,
+            signer: key.signer().unwrap(),
             socket,
             serial: 0,
             missing: names.clone(),
@@ -121,12 +123,11 @@ impl ZoneWatch {
             0,
         );
         query.add_authority(Record::from_rdata(self.zone.clone(), 0, RData::SOA(soa)));
-        let signer = self.key.signer().unwrap();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        query.finalize(&signer, now).unwrap();
+        query.finalize(&self.signer, now).unwrap();
         let bytes = query.to_vec().unwrap();
         let mut stream = TcpStream::connect(self.server).await.unwrap();
         stream
@@ -135,11 +136,11 @@ impl ZoneWatch {
             .unwrap();
         stream.write_all(&bytes).await.unwrap();
         let address = ServerAddress::new(self.server.ip().to_string(), self.server.port());
-        // RFC 1995 4: the new SOA; then for each version the old SOA, the records it deletes,
-        // the next SOA and the records it adds; the new SOA again. A server without the
-        // versions answers with the zone whole: the new SOA, the records, the new SOA.
-        let (mut soas, mut whole, mut serial, mut done) = (0u32, false, 0, false);
-        loop {
+        // RFC 1995 4: the differences per version; a server without the versions back to our
+        // serial sends the zone whole instead, read as a zone transfer of the same messages.
+        let mut incremental = Some(IncrementalTransfer::new(self.serial));
+        let mut whole = ZoneTransfer::new();
+        let serial = loop {
             let mut len = [0u8; 2];
             stream.read_exact(&mut len).await.unwrap();
             let mut buffer = vec![0u8; u16::from_be_bytes(len) as usize];
@@ -147,38 +148,50 @@ impl ZoneWatch {
             // The request is signed because BIND transfers only to the key; its answers are
             // read without checking their signatures, as a measurement, not a client.
             let message = read_answer(&address, &buffer, id, None, "IXFR").unwrap();
-            for record in message.answers {
-                if let RData::SOA(soa) = &record.data {
-                    soas += 1;
-                    if soas == 1 {
-                        serial = soa.serial;
-                    }
-                    done = soa.serial == serial
-                        && (soas == 1 && serial == self.serial
-                            || soas > 1 && (whole || soas % 2 == 0));
-                    continue;
-                }
-                if soas == 1 {
-                    whole = true;
-                }
-                if record.record_type() != RecordType::A {
-                    continue;
-                }
-                let name = record.name.to_ascii();
-                let name = name.trim_end_matches('.').to_ascii_lowercase();
-                // Deleted in an IXFR after an odd count of SOAs past the first, added after
-                // an even one; everything is added in a zone sent whole.
-                if whole || soas % 2 == 1 {
-                    self.missing.remove(&name);
-                } else if self.names.contains(&name) {
-                    self.missing.insert(name);
+            if let Some(transfer) = incremental.as_mut() {
+                match transfer.absorb(message.clone()) {
+                    TransferStep::Done(serial) => break serial,
+                    TransferStep::Whole => incremental = None,
+                    TransferStep::More => {}
                 }
             }
-            if done {
-                break;
+            // Read as a whole zone all along, since the answer says what it is only later.
+            if let Some(serial) = whole.absorb(message)
+                && incremental.is_none()
+            {
+                break serial;
+            }
+        };
+        match incremental {
+            Some(transfer) => {
+                for (deleted, added) in transfer.versions() {
+                    for record in deleted.iter().filter(|r| r.record_type() == RecordType::A) {
+                        let name = watched_name(&record.name.to_ascii());
+                        if self.names.contains(&name) {
+                            self.missing.insert(name);
+                        }
+                    }
+                    for record in added.iter().filter(|r| r.record_type() == RecordType::A) {
+                        self.missing.remove(&watched_name(&record.name.to_ascii()));
+                    }
+                }
+            }
+            None => {
+                let present: HashSet<String> = whole
+                    .endpoints()
+                    .iter()
+                    .filter(|e| e.record_type == gateway_dns::model::RecordType::A)
+                    .map(|e| watched_name(&e.dns_name))
+                    .collect();
+                self.missing = self.names.difference(&present).cloned().collect();
             }
         }
         self.serial = serial;
         serial
     }
+}
+
+/// A name as the watch keeps names: lower case, no final dot.
+fn watched_name(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
 }

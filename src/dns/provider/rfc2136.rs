@@ -520,9 +520,9 @@ impl Rfc2136Provider {
             let answer = self.receive(&mut stream, &operation).await?;
             let message = self.check_answer(&answer, request_id, verifier.as_mut(), &operation)?;
             match diff.absorb(message) {
-                Step::More => continue,
-                Step::Whole => return Ok(None),
-                Step::Done(serial) => {
+                TransferStep::More => continue,
+                TransferStep::Whole => return Ok(None),
+                TransferStep::Done(serial) => {
                     let Ok(mut cache) = self.cache.lock() else {
                         return Ok(None);
                     };
@@ -926,7 +926,8 @@ impl ZoneTransfer {
 }
 
 /// Where an incremental transfer stands after a message.
-enum Step {
+pub enum TransferStep {
+    /// More messages to read.
     More,
     /// The server sends the zone whole (no journal back to our serial): read it with AXFR.
     Whole,
@@ -937,7 +938,7 @@ enum Step {
 /// The differences an incremental transfer (RFC 1995 4) brings: the new SOA, then for each
 /// version the old SOA and the records it deletes, the next SOA and the records it adds, and
 /// the new SOA again.
-struct IncrementalTransfer {
+pub struct IncrementalTransfer {
     since: u32,
     new: Option<u32>,
     /// Per version: the records deleted, the records added.
@@ -947,7 +948,8 @@ struct IncrementalTransfer {
 }
 
 impl IncrementalTransfer {
-    fn new(since: u32) -> Self {
+    /// A transfer asked for from serial `since`.
+    pub fn new(since: u32) -> Self {
         IncrementalTransfer {
             since,
             new: None,
@@ -956,7 +958,8 @@ impl IncrementalTransfer {
         }
     }
 
-    fn absorb(&mut self, message: Message) -> Step {
+    /// Reads one message of the answer.
+    pub fn absorb(&mut self, message: Message) -> TransferStep {
         for record in message.answers {
             let soa = match &record.data {
                 RData::SOA(soa) => Some(soa.serial),
@@ -965,21 +968,23 @@ impl IncrementalTransfer {
             let Some(new) = self.new else {
                 match soa {
                     // The server is at our serial: nothing to read.
-                    Some(serial) if serial == self.since => return Step::Done(serial),
+                    Some(serial) if serial == self.since => return TransferStep::Done(serial),
                     Some(serial) => self.new = Some(serial),
-                    None => return Step::Whole,
+                    None => return TransferStep::Whole,
                 }
                 continue;
             };
             match (soa, self.versions.last_mut()) {
                 // After the first SOA, a record that is no SOA: the zone whole (AXFR-style).
-                (None, None) => return Step::Whole,
-                (Some(serial), None) if serial == new => return Step::Done(new),
+                (None, None) => return TransferStep::Whole,
+                (Some(serial), None) if serial == new => return TransferStep::Done(new),
                 (Some(_), None) => {
                     self.versions.push((Vec::new(), Vec::new()));
                     self.adding = false;
                 }
-                (Some(serial), Some(_)) if self.adding && serial == new => return Step::Done(new),
+                (Some(serial), Some(_)) if self.adding && serial == new => {
+                    return TransferStep::Done(new);
+                }
                 (Some(_), Some(_)) if self.adding => {
                     self.versions.push((Vec::new(), Vec::new()));
                     self.adding = false;
@@ -989,7 +994,12 @@ impl IncrementalTransfer {
                 (None, Some((deleted, _))) => deleted.push(record),
             }
         }
-        Step::More
+        TransferStep::More
+    }
+
+    /// Per version, oldest first: the records it deletes and the records it adds.
+    pub fn versions(&self) -> &[(Vec<Record>, Vec<Record>)] {
+        &self.versions
     }
 
     /// The differences applied to the cached zone, version by version, deletions first.
