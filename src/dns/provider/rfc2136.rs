@@ -1106,14 +1106,19 @@ mod tests {
     use super::*;
     use crate::model::RecordType;
 
-    #[test]
-    fn batches_are_packed_by_bytes_and_each_message_fits() {
-        let provider = Rfc2136Provider::new(Rfc2136Config::new(
+    /// A provider for example.com, unsigned, that is never connected to.
+    fn example_provider() -> Rfc2136Provider {
+        Rfc2136Provider::new(Rfc2136Config::new(
             "127.0.0.1:53".parse::<SocketAddr>().unwrap(),
             vec!["example.com".into()],
             None,
         ))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn batches_are_packed_by_bytes_and_each_message_fits() {
+        let provider = example_provider();
         let zone = wire_name("example.com").unwrap();
         // Long names and ownership values, and short ones: the count stops the short.
         let endpoints: Vec<Endpoint> = (0..4000)
@@ -1168,12 +1173,7 @@ mod tests {
 
     #[test]
     fn update_message_layout() {
-        let provider = Rfc2136Provider::new(Rfc2136Config::new(
-            "127.0.0.1:53".parse::<SocketAddr>().unwrap(),
-            vec!["example.com".into()],
-            None,
-        ))
-        .unwrap();
+        let provider = example_provider();
         let create = Endpoint::new("a.example.com", RecordType::A, ["192.0.2.1", "192.0.2.2"]);
         let delete = Endpoint::new("b.example.com", RecordType::TXT, ["x"]);
         let zone = wire_name("example.com").unwrap();
