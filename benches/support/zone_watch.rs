@@ -148,18 +148,28 @@ impl ZoneWatch {
             // The request is signed because BIND transfers only to the key; its answers are
             // read without checking their signatures, as a measurement, not a client.
             let message = read_answer(&address, &buffer, id, None, "IXFR").unwrap();
-            if let Some(transfer) = incremental.as_mut() {
-                match transfer.absorb(message.clone()) {
-                    TransferStep::Done(serial) => break serial,
-                    TransferStep::Whole => incremental = None,
-                    TransferStep::More => {}
+            let Some(transfer) = incremental.as_mut() else {
+                if let Some(serial) = whole.absorb(message) {
+                    break serial;
                 }
-            }
-            // Read as a whole zone all along, since the answer says what it is only later.
-            if let Some(serial) = whole.absorb(message)
-                && incremental.is_none()
-            {
-                break serial;
+                continue;
+            };
+            // Until its first version begins, the answer may still be the zone whole: read
+            // it as that too, and no further.
+            let closed = if transfer.versions().is_empty() {
+                whole.absorb(message.clone())
+            } else {
+                None
+            };
+            match transfer.absorb(message) {
+                TransferStep::Done(serial) => break serial,
+                TransferStep::Whole => {
+                    incremental = None;
+                    if let Some(serial) = closed {
+                        break serial;
+                    }
+                }
+                TransferStep::More => {}
             }
         };
         match incremental {
